@@ -1,0 +1,79 @@
+"""Find, read and validate the TOML configuration."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from config.models import BotConfig
+
+
+class ConfigError(Exception):
+    """The configuration is missing or malformed; the message names the file, the key and the fix."""
+
+
+def find_config(explicit: str | None) -> Path:
+    """``--config FILE``, else ``$INFERBOT_CONFIG``, else ``./inferbot.toml``."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("INFERBOT_CONFIG")
+    if env:
+        return Path(env)
+    return Path("inferbot.toml")
+
+
+def _loc(loc: tuple[int | str, ...], data: dict[str, object]) -> str:
+    parts: list[str] = []
+    cur: object = data
+    for i, p in enumerate(loc):
+        if isinstance(p, int):
+            name = None
+            if isinstance(cur, list) and p < len(cur) and isinstance(cur[p], dict):
+                name = cur[p].get("name")
+            table = parts[-1] if parts else "?"
+            parts[-1] = f"[[{table}]] #{p + 1}" + (f" ({name!r})" if name else "")
+            cur = cur[p] if isinstance(cur, list) and p < len(cur) else None
+        else:
+            parts.append(str(p))
+            cur = cur.get(p) if isinstance(cur, dict) else None
+        del i
+    return " → ".join(parts) if parts else "(top level)"
+
+
+def parse_config(text: str, source: str = "<config>") -> BotConfig:
+    """Validate TOML text into a ``BotConfig``; raise ``ConfigError`` with a readable message."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source}: not valid TOML: {e}") from None
+    try:
+        cfg = BotConfig.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = _loc(tuple(first["loc"]), data)
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see the config reference in the README)"
+        elif first["type"] == "missing":
+            msg = "this key is required"
+        more = f" (and {len(e.errors()) - 1} more problem(s))" if len(e.errors()) > 1 else ""
+        raise ConfigError(f"{source}: {where}: {msg}{more}") from None
+    return cfg.model_copy(update={"source": source})
+
+
+def load_config(explicit: str | None = None) -> BotConfig:
+    """Load the configuration from where ``find_config`` points."""
+    path = find_config(explicit)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: config file not found — pass --config FILE, set INFERBOT_CONFIG, "
+            f"or create ./inferbot.toml (see config/example.toml)"
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config: {e.strerror}") from None
+    return parse_config(text, str(path))

@@ -1,0 +1,232 @@
+"""Pydantic models of the cluster and the bot, as written in ``inferbot.toml``."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from config.duration import Duration
+
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62})$")
+# systemd unit names: letters, digits, ":-_.\@" (systemd.unit(5)); we only manage services.
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
+HOST_RE = re.compile(r"^[A-Za-z0-9.:\-\[\]]+$")
+SLACK_USER_RE = re.compile(r"^[UW][A-Z0-9]{2,}$")
+SLACK_GROUP_RE = re.compile(r"^S[A-Z0-9]{2,}$")
+SLACK_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+API_URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/\-]*)?$")
+PATH_RE = re.compile(r"^[A-Za-z0-9._/~@+\-]+$")
+
+
+def _name(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise ValueError(f"{v!r}: use lower-case letters, digits and dashes (e.g. 'gpu-a')")
+    return v
+
+
+def _unit(v: str) -> str:
+    if not UNIT_RE.match(v):
+        raise ValueError(f"{v!r} is not a systemd service name (e.g. 'vllm-kimi.service')")
+    return v
+
+
+def _remote_path(v: str) -> str:
+    # These paths are put into the fixed remote script, so only a conservative character set passes.
+    if not PATH_RE.match(v) or ".." in v.split("/"):
+        raise ValueError(f"{v!r}: a path may only use letters, digits and . _ / ~ @ + -")
+    return v
+
+
+Name = Annotated[str, AfterValidator(_name)]
+UnitName = Annotated[str, AfterValidator(_unit)]
+RemotePath = Annotated[str, AfterValidator(_remote_path)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AccessPolicy(_Strict):
+    """Who may restart what, and how carefully."""
+
+    restart_users: list[str] = Field(default_factory=list)
+    restart_usergroups: list[str] = Field(default_factory=list)
+    restart_channels: list[str] = Field(default_factory=list)
+    require_second_person: bool = False
+    confirm_ttl: Duration = 120.0
+    cooldown: Duration = 600.0
+    restart_command: str = "sudo -n systemctl restart {unit}"
+
+    @field_validator("restart_users")
+    @classmethod
+    def _users(cls, v: list[str]) -> list[str]:
+        for u in v:
+            if not SLACK_USER_RE.match(u):
+                raise ValueError(f"{u!r} is not a Slack user id (like 'U01ABCDEF'); display names are not used")
+        return v
+
+    @field_validator("restart_usergroups")
+    @classmethod
+    def _groups(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if not SLACK_GROUP_RE.match(g):
+                raise ValueError(f"{g!r} is not a Slack user-group id (like 'S01ABCDEF')")
+        return v
+
+    @field_validator("restart_channels")
+    @classmethod
+    def _channels(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if not SLACK_CHANNEL_RE.match(c):
+                raise ValueError(f"{c!r} is not a Slack channel id (like 'C01ABCDEF')")
+        return v
+
+    @field_validator("restart_command")
+    @classmethod
+    def _command(cls, v: str) -> str:
+        # The template may only reference {unit}; everything else is fixed text from the operator.
+        stripped = v.replace("{unit}", "")
+        if "{" in stripped or "}" in stripped:
+            raise ValueError("restart_command may only contain the placeholder {unit}")
+        if "{unit}" not in v:
+            raise ValueError("restart_command must contain {unit}")
+        if any(c in v for c in "\n\r`$;&|<>"):
+            raise ValueError("restart_command must be one plain command (no ; & | $ ` < > or newlines)")
+        return v
+
+
+class Node(_Strict):
+    """A GPU host reached over SSH."""
+
+    name: Name
+    host: str
+    port: int = Field(default=22, ge=1, le=65535)
+    user: str = "root"
+    key_file: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    timeout: Duration = 10.0
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        if not HOST_RE.match(v):
+            raise ValueError(f"{v!r} is not a host name or IP address")
+        return v
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+            raise ValueError(f"{v!r} is not a Unix user name")
+        return v
+
+
+class Service(_Strict):
+    """A vLLM server run by one systemd unit on one node."""
+
+    name: Name
+    node: Name
+    unit: UnitName
+    api_url: str | None = None
+    api_key_env: str | None = None
+    log_file: RemotePath | None = None
+    bench_dir: RemotePath | None = None
+    access: AccessPolicy | None = None
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str | None) -> str | None:
+        if v is not None and not API_URL_RE.match(v):
+            raise ValueError(f"{v!r} is not an http(s) URL like 'http://127.0.0.1:8000'")
+        return v.rstrip("/") if v else v
+
+
+class SlackSettings(_Strict):
+    """Non-secret Slack settings; tokens come only from the environment."""
+
+    api_url: str = "https://slack.com/api/"
+    rate_limit_per_minute: int = Field(default=10, ge=1)
+
+
+class NotifySettings(_Strict):
+    channel: str | None = None
+
+
+class AuditSettings(_Strict):
+    channel: str | None = None
+
+
+class WatchSettings(_Strict):
+    interval: Duration = 60.0
+    poll: Duration = 15.0
+    max_load: Duration = 3600.0
+    enabled: bool = True
+
+
+class StateSettings(_Strict):
+    dir: str | None = None
+    url: str | None = None
+
+    def database_url(self) -> str:
+        """SQLAlchemy URL of the state database (SQLite in the state directory by default)."""
+        if self.url:
+            return self.url
+        return f"sqlite:///{self.directory() / 'inferbot.sqlite3'}"
+
+    def directory(self) -> Path:
+        """The state directory, ``$XDG_STATE_HOME/inferbot`` unless configured."""
+        if self.dir:
+            return Path(os.path.expanduser(self.dir))
+        base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+        return Path(base) / "inferbot"
+
+
+class BotConfig(_Strict):
+    """The whole configuration."""
+
+    nodes: list[Node] = Field(default_factory=list)
+    services: list[Service] = Field(default_factory=list)
+    access: AccessPolicy = Field(default_factory=AccessPolicy)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    watch: WatchSettings = Field(default_factory=WatchSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    source: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _references(self) -> BotConfig:
+        node_names = [n.name for n in self.nodes]
+        dup = {n for n in node_names if node_names.count(n) > 1}
+        if dup:
+            raise ValueError(f"node name(s) {sorted(dup)} appear more than once in [[nodes]]")
+        for s in self.services:
+            if s.node not in node_names:
+                raise ValueError(
+                    f"service {s.name!r} names node {s.node!r}, which is not in [[nodes]] "
+                    f"(known: {', '.join(node_names) or 'none'})"
+                )
+        keys = [(s.name, s.node) for s in self.services]
+        if len(set(keys)) != len(keys):
+            raise ValueError("the same service name appears twice on one node")
+        return self
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def access_for(self, service: Service | None) -> AccessPolicy:
+        """The access policy for a service: its own ``[services.access]`` or the global one."""
+        if service is not None and service.access is not None:
+            return service.access
+        return self.access
+
+
+Mode = Literal["socket", "http"]

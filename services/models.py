@@ -1,0 +1,230 @@
+"""Typed records that services return: raw command results, parsed node facts, and service state.
+
+Every parser returns one of these; handlers only ever see these, never strings from a node.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+State = Literal["stopped", "starting", "loading", "ready", "unhealthy", "failed", "unreachable"]
+Phase = Literal["waiting_for_gpu", "loading_weights", "kv_cache", "compiling", "starting_api", "ready"]
+FlagValue = str | bool | list[str]
+NodeErrorKind = Literal[
+    "refused", "timeout", "host_key", "auth", "dns", "unit_not_found", "permission", "protocol", "other"
+]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CommandResult(Model):
+    """What one remote command returned (after asyncssh's ``SSHCompletedProcess``)."""
+
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    elapsed_s: float = 0.0
+
+
+class NodeError(Model):
+    """Why a node could not be asked, and what to do about it."""
+
+    kind: NodeErrorKind
+    reason: str
+    fix: str = ""
+
+
+class UnitShow(Model):
+    """The properties of ``systemctl show UNIT`` that inferbot reads."""
+
+    id: str
+    load_state: str = ""  # loaded | not-found | masked ...
+    active_state: str = ""  # active | activating | deactivating | inactive | failed | reloading | maintenance
+    sub_state: str = ""  # running | start-pre | auto-restart | dead | failed ...
+    result: str = ""  # success | exit-code | signal | start-limit-hit | ...
+    main_pid: int = 0
+    exec_main_start: datetime | None = None
+    active_enter: datetime | None = None
+    state_change: datetime | None = None
+    inactive_enter: datetime | None = None
+    n_restarts: int = 0
+    need_daemon_reload: bool = False
+    fragment_path: str = ""
+    drop_in_paths: list[str] = Field(default_factory=list)
+    environment: dict[str, str] = Field(default_factory=dict)  # the Environment= property, unquoted
+    environment_files: list[tuple[str, bool]] = Field(default_factory=list)  # (path, optional)
+    exec_start_argv: list[str] = Field(default_factory=list)  # lossy: joined with spaces by systemd
+    exec_main_status: int | None = None
+    invocation_id: str = ""
+    description: str = ""
+
+
+class UnitFile(Model):
+    """A unit as ``systemctl cat`` prints it: fragment plus drop-ins, effective values."""
+
+    paths: list[str] = Field(default_factory=list)
+    exec_start: list[str] = Field(default_factory=list)  # effective ExecStart argv, systemd-unquoted
+    exec_start_pre: list[list[str]] = Field(default_factory=list)
+    environment: dict[str, str] = Field(default_factory=dict)  # Environment= lines, in order, later wins
+    environment_files: list[tuple[str, bool]] = Field(default_factory=list)  # (path, optional "-")
+    description: str = ""
+    user: str = ""
+    working_directory: str = ""
+    restart: str = ""
+
+
+class VllmCommand(Model):
+    """A vLLM server command line, unwrapped and normalised the way vLLM's parser reads it."""
+
+    wrapper: Literal["vllm-serve", "api-server-module", "bash", "docker", "unknown"]
+    model: str | None = None
+    flags: dict[str, FlagValue] = Field(default_factory=dict)
+    config_file: str | None = None  # the --config YAML path, if any (already merged into flags)
+    docker_image: str | None = None
+    docker_env: dict[str, str] = Field(default_factory=dict)  # -e NAME=VALUE / -e NAME (from host env)
+    docker_env_files: list[str] = Field(default_factory=list)
+    unknown_flags: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)  # parse caveats worth telling the user
+
+
+class GpuInfo(Model):
+    index: int
+    name: str
+    uuid: str = ""
+    memory_used_mib: int | None = None
+    memory_total_mib: int | None = None
+    utilization_pct: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+
+
+class GpuProcess(Model):
+    pid: int | None
+    name: str
+    memory_mib: int | None = None
+    gpu_uuid: str = ""
+    gpu_index: int | None = None
+
+
+class HttpProbe(Model):
+    """One HTTP GET made from the node with curl."""
+
+    url: str
+    status: int | None = None  # HTTP status, None when no response
+    curl_exit: int = 0  # 0 ok, 7 refused, 28 timeout, ...
+    body: str = ""
+
+    @property
+    def error(self) -> str | None:
+        """A short human reason when no HTTP status was received."""
+        if self.status:
+            return None
+        return {
+            7: "connection refused",
+            28: "timed out",
+            6: "host not resolved",
+            52: "empty reply",
+            56: "connection reset",
+            127: "curl not installed on the node",
+        }.get(self.curl_exit, f"curl exit {self.curl_exit}")
+
+
+class LoadProgress(Model):
+    """Where a load is, from the journal since the current start."""
+
+    phase: Phase | None = None
+    done: int | None = None
+    total: int | None = None
+    fraction: float | None = None
+    weights_elapsed_s: float | None = None
+    weights_remaining_s: float | None = None  # tqdm's own estimate for the shards left
+    last_line: str = ""
+    failed: str | None = None  # a failure marker seen in the log
+
+
+class StatsLine(Model):
+    """vLLM's periodic stats line (``loggers.py``), newest one."""
+
+    prompt_tps: float
+    generation_tps: float
+    running: int
+    waiting: int
+    kv_cache_usage: float | None = None  # fraction 0..1
+    prefix_cache_hit_rate: float | None = None  # fraction 0..1
+    at: datetime | None = None
+
+
+class MetricsSample(Model):
+    """The parts of one ``/metrics`` scrape inferbot uses (old and new names folded together)."""
+
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # fraction 0..1
+    ttft_buckets: list[tuple[float, float]] = Field(default_factory=list)  # (le, cumulative count)
+    itl_buckets: list[tuple[float, float]] = Field(default_factory=list)
+    model_name: str | None = None
+
+
+class Throughput(Model):
+    generation_tps: float | None = None
+    prompt_tps: float | None = None
+    running: int | None = None
+    waiting: int | None = None
+    kv_cache_usage: float | None = None
+    source: Literal["metrics", "log"] | None = None
+    age_seconds: float | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+
+
+class BenchResult(Model):
+    output_throughput: float
+    max_concurrency: int | None
+    date: str  # YYYY-MM-DD
+    file: str
+
+
+class BenchSummary(Model):
+    single_stream: BenchResult | None = None
+    peak: BenchResult | None = None
+
+
+class ServiceState(Model):
+    """Everything inferbot knows about one vLLM service at one moment (the ``--json`` contract)."""
+
+    service: str
+    node: str
+    unit: str
+    state: State
+    reason: str | None = None
+    since: datetime | None = None
+    active: str = ""  # "active (running)" as systemd says it
+    main_pid: int = 0
+    restarts: int = 0
+    model: str | None = None
+    flags: dict[str, FlagValue] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    version: str | None = None
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    settings_source: Literal["process", "unit", "none"] = "none"
+    wrapper: str | None = None
+    api_url: str | None = None
+    command: list[str] = Field(default_factory=list)  # the running argv, redacted
+    invocation_id: str = ""
+    # live state (status / throughput issue)
+    phase: Phase | None = None
+    progress: dict[str, float | int] | None = None
+    eta_seconds: float | None = None
+    eta_basis: Literal["shard_rate", "history"] | None = None
+    throughput: Throughput | None = None
+    bench: BenchSummary | None = None
