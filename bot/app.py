@@ -1,0 +1,55 @@
+"""The composition root: the only place that builds clients from config and environment."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from config.models import BotConfig
+from handlers.context import Asker, Context
+from services.cluster import Cluster
+from services.ssh import NodePool
+
+
+@dataclass
+class Runtime:
+    """Everything long-lived that handlers may be given."""
+
+    config: BotConfig
+    pool: NodePool
+    cluster: Cluster
+    store: object | None = None
+
+    def context(self, asker: Asker | None = None) -> Context:
+        """A fresh handler context for one request."""
+        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(),
+                       store=self.store)  # type: ignore[arg-type]
+
+
+def open_store(config: BotConfig) -> object | None:
+    """The state store, when the store module is available and the state dir is usable."""
+    try:
+        from services.store import Store
+    except ImportError:
+        return None
+    url = config.state.database_url()
+    if url.startswith("sqlite:///"):
+        os.makedirs(os.path.dirname(url.removeprefix("sqlite:///")) or ".", exist_ok=True)
+    return Store(url)
+
+
+@contextlib.asynccontextmanager
+async def runtime(config: BotConfig, with_store: bool = True) -> AsyncIterator[Runtime]:
+    """Build the runtime for ``config`` and close it afterwards."""
+    pool = NodePool()
+    store = open_store(config) if with_store else None
+    rt = Runtime(config=config, pool=pool, cluster=Cluster(config, pool), store=store)
+    try:
+        yield rt
+    finally:
+        await pool.close()
+        close = getattr(store, "close", None)
+        if close is not None:
+            await close()

@@ -1,0 +1,43 @@
+"""Structured logs: one JSON line per event, secrets redacted, no message texts at INFO."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+from services.redact import redact_patterns
+
+_STD = set(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats records as one JSON object per line; every string goes through redaction."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": redact_patterns(record.getMessage()),
+        }
+        for k, v in vars(record).items():
+            if k not in _STD and not k.startswith("_"):
+                out[k] = redact_patterns(v) if isinstance(v, str) else v
+        if record.exc_info:
+            out["exc"] = redact_patterns(self.formatException(record.exc_info))
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def setup_logging(level: str = "INFO", stream: object = None) -> None:
+    """Configure the root logger once; quiet the libraries that would log message bodies."""
+    handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # Bolt logs the whole request body (the message text) on a bad signature at INFO; asyncssh
+    # logs every channel at INFO. Neither belongs in an ops log.
+    for name in ("slack_bolt", "slack_sdk", "asyncssh", "aiohttp.access", "apscheduler"):
+        logging.getLogger(name).setLevel(logging.WARNING)

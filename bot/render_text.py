@@ -1,0 +1,42 @@
+"""Render a ``Reply`` as plain text for the terminal (and as Slack's fallback text)."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from handlers.reply import Reply, Section, Status
+
+EMOJI: dict[Status, str] = {"ok": "✅", "info": "ℹ️", "warn": "⚠️", "error": "❌", "loading": "⏳"}
+
+
+def render_section(s: Section) -> str:
+    """One section as text; tables via tabulate, never truncated."""
+    if s.kind == "header":
+        return f"\n{EMOJI.get(s.status or 'info', '')} {s.title}".rstrip()
+    if s.kind == "divider":
+        return "-" * 40
+    if s.kind == "fields":
+        width = max((len(k) for k, _ in s.fields), default=0)
+        return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in s.fields)
+    if s.kind == "table":
+        body = tabulate(s.rows, headers=s.headers, tablefmt="simple", disable_numparse=True)
+        body = "\n".join("  " + line for line in body.splitlines())
+        return f"  {s.title}:\n{body}" if s.title else body
+    if s.kind == "code":
+        head = f"  {s.title}:\n" if s.title else ""
+        return head + "\n".join("    " + line for line in (s.text or "").splitlines())
+    text = s.text or ""
+    if s.title:
+        text = f"{s.title}: {text}"
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def render_text(reply: Reply) -> str:
+    """The whole reply as terminal text."""
+    parts = [f"{EMOJI.get(reply.status, '')} {reply.title}".strip()]
+    parts += [render_section(s) for s in reply.sections]
+    for a in reply.actions:
+        parts.append(f"  [{a.text}]")
+    for f in reply.attachments:
+        parts.append(f"  {f.title}:\n" + "\n".join("    " + line for line in f.content.splitlines()))
+    return "\n".join(p for p in parts if p is not None).strip() + "\n"

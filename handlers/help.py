@@ -1,0 +1,34 @@
+"""Help, generated from the command table: what the bot answers, with examples."""
+
+from __future__ import annotations
+
+from handlers.context import Context, Request
+from handlers.reply import Reply, Section
+
+
+async def handle(ctx: Context, req: Request) -> Reply:
+    """List the commands the asker may run, with examples (restricted ones hidden unless allowed)."""
+    from bot.commands import COMMANDS  # the table lives in bot/; help only reads it
+
+    may_restart = bool(req.args.get("may_restart"))
+    rows = [
+        [c.name, c.summary, " · ".join(f"“{e}”" for e in c.examples)]
+        for c in COMMANDS
+        if c.name != "help" and (not c.restricted or may_restart)
+    ]
+    sections: list[Section] = []
+    unknown = req.args.get("unknown")
+    if isinstance(unknown, str) and unknown:
+        sections.append(Section(kind="text", text=unknown))
+    sections.append(Section(kind="table", title="Ask me", headers=["what", "answers", "try"], rows=rows))
+    names = sorted({s.name for s in ctx.config.services})
+    nodes = sorted({n.name for n in ctx.config.nodes})
+    known = []
+    if names:
+        known.append("services: " + ", ".join(names))
+    if nodes:
+        known.append("nodes: " + ", ".join(nodes))
+    if known:
+        sections.append(Section(kind="context", text="Name a service or node to narrow the answer — " + "; ".join(known)))
+    return Reply(intent="help", title="inferbot — what I can answer", status="info", sections=sections,
+                 data={"commands": [r[0] for r in rows], "services": names, "nodes": nodes})

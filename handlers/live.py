@@ -1,0 +1,48 @@
+"""Glue between a snapshot and the store: ETA from load history, snapshots for "what changed?"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers.context import Context
+from services.cluster import Snapshot
+from services.models import ServiceState
+
+
+async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
+    """Refine each loading service's ETA with this service's previous load durations, if known."""
+    if ctx.store is None:
+        return
+    now = ctx.now()
+    for st in states:
+        if st.state not in ("loading", "starting") or st.since is None:
+            continue
+        history = await ctx.store.load_durations(st.service, st.node)
+        if not history:
+            continue
+        typical = sorted(history)[len(history) // 2]
+        elapsed = (now - st.since).total_seconds()
+        if st.eta_basis == "shard_rate" and st.eta_seconds is not None:
+            continue
+        st.eta_seconds, st.eta_basis = max(0.0, typical - elapsed), "history"
+
+
+async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
+    """Remember what each service runs with, for "what changed?" (only what was really read)."""
+    if ctx.store is None:
+        return
+    for st in states:
+        if st.settings_source != "none" and st.state != "unreachable":
+            await ctx.store.record_snapshot(st, ctx.now())
+
+
+def snapshot_data(snap: Snapshot) -> dict[str, Any]:
+    """The ``data`` of a reply: one object per service, plus per-node reachability."""
+    return {
+        "services": [s.model_dump(mode="json") for s in snap.services],
+        "nodes": [
+            {"node": n.node, "ok": n.ok, "error": n.error.model_dump() if n.error else None,
+             "elapsed_s": round(n.elapsed_s, 3)}
+            for n in snap.nodes
+        ],
+    }

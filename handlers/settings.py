@@ -1,0 +1,98 @@
+""""What are current settings?": model, every flag, the environment, version, GPUs, warnings."""
+
+from __future__ import annotations
+
+from handlers.common import (
+    STATE_STATUS,
+    env_section,
+    flag_rows,
+    gpu_section,
+    state_line,
+    throughput_line,
+    warnings_section,
+    worst,
+)
+from handlers.context import Context, Request
+from handlers.live import apply_history, record_snapshots, snapshot_data
+from handlers.reply import Reply, Section
+from services.cluster import Snapshot
+from services.models import ServiceState
+from services.probe import ProbeOptions
+
+SETTINGS_PROBE = ProbeOptions(journal_lines=400, bench=True)
+
+
+def service_sections(st: ServiceState, ctx: Context, focus: str | None = None) -> list[Section]:
+    """The full settings card of one service (or the focused part of it)."""
+    now = ctx.now()
+    out = [Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]),
+           Section(kind="text", text=state_line(st, now))]
+    if st.state == "unreachable":
+        w = warnings_section(st)
+        return out + ([w] if w else [])
+    facts = [("unit", st.unit), ("model", st.model or "(none found)")]
+    if st.main_pid:
+        facts.append(("main PID", str(st.main_pid)))
+    facts.append(("vLLM", st.version or "unknown (the server is not answering yet)"))
+    if st.api_url:
+        facts.append(("API", st.api_url))
+    source = {"process": "the running process (/proc)", "unit": "the unit file (no running process read)",
+              "none": "nothing readable"}[st.settings_source]
+    facts.append(("settings from", source))
+    if focus == "model":
+        return [*out, Section(kind="fields", fields=facts[:2])]
+    out.append(Section(kind="fields", fields=facts))
+    tp = throughput_line(st)
+    if tp and focus is None:
+        out.append(Section(kind="text", title="Throughput", text=tp))
+    if focus in (None, "flags"):
+        out += flag_rows(st)
+        if not st.flags and st.settings_source != "none":
+            out.append(Section(kind="text", text="No flags besides the model."))
+    if focus in (None, "env", "nccl"):
+        env = env_section(st, "NCCL_" if focus == "nccl" else None)
+        if env:
+            out.append(env)
+        elif focus:
+            out.append(Section(kind="text", text="No such variables are set for this service."))
+    if focus is None:
+        g = gpu_section(st)
+        if g:
+            out.append(g)
+    w = warnings_section(st)
+    if w:
+        out.append(w)
+    return out
+
+
+def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
+    """Nodes that failed and have no service card of their own (discovery nodes)."""
+    out: list[Section] = []
+    for n in snap.nodes:
+        if not n.ok and n.error and n.node not in reported:
+            out += [Section(kind="header", title=f"node {n.node}", status="error"),
+                    Section(kind="text", text=f"unreachable — {n.error.reason}"),
+                    Section(kind="context", text=f"fix: {n.error.fix}" if n.error.fix else None)]
+        elif n.ok and n.discovered == [] and n.node not in reported:
+            out += [Section(kind="header", title=f"node {n.node}", status="info"),
+                    Section(kind="text", text="no vLLM units found on this node")]
+    return [s for s in out if s.kind != "context" or s.text]
+
+
+async def handle(ctx: Context, req: Request) -> Reply:
+    """Probe the targets and describe their settings."""
+    snap = await ctx.cluster.snapshot(req.services, req.nodes, SETTINGS_PROBE)
+    await apply_history(ctx, snap.services)
+    await record_snapshots(ctx, snap.services)
+    focus = req.args.get("focus")
+    sections: list[Section] = []
+    for st in snap.services:
+        sections += service_sections(st, ctx, focus if isinstance(focus, str) else None)
+    sections += node_error_sections(snap, {s.node for s in snap.services})
+    if not sections:
+        sections.append(Section(kind="text", text="No services or nodes are configured — see the README's config reference."))
+    statuses = [STATE_STATUS[s.state] for s in snap.services] + ["error" for n in snap.nodes if not n.ok]
+    title = "Current settings" if not req.explicit_target else "Settings for " + ", ".join(
+        dict.fromkeys([s.service for s in snap.services] or [n.name for n in req.nodes]))
+    return Reply(intent="settings", title=title, status=worst(statuses), sections=sections,
+                 data=snapshot_data(snap))

@@ -1,0 +1,373 @@
+"""The node probe: one fixed POSIX-sh script per question per node, and the parser of what it prints.
+
+The script is assembled from fixed text plus values that the config validated (unit names, URLs,
+paths) and integers chosen by handlers, each passed through ``shlex.quote``. No text from a chat
+message ever reaches it. It prints delimited sections; everything variable (files, journal, metrics)
+is base64-encoded so no byte sequence on the node can forge a section marker.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+from datetime import UTC, datetime
+
+from pydantic import Field
+
+from config.models import API_URL_RE, PATH_RE, UNIT_RE
+from services.models import HttpProbe, Model
+
+MARK = "@@inferbot@@"
+SHOW_PROPERTIES = (
+    "Id,Description,LoadState,ActiveState,SubState,Result,MainPID,ExecMainStartTimestamp,"
+    "ActiveEnterTimestamp,StateChangeTimestamp,InactiveEnterTimestamp,NRestarts,NeedDaemonReload,"
+    "FragmentPath,DropInPaths,Environment,EnvironmentFiles,ExecStart,ExecMainStatus,InvocationID"
+)
+BENCH_KEYS = (
+    "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
+    "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
+)
+
+
+class ProbeTarget(Model):
+    """One unit to look at; every field comes from the validated config."""
+
+    unit: str
+    api_url: str | None = None
+    log_file: str | None = None
+    bench_dir: str | None = None
+
+
+class ProbeOptions(Model):
+    """What a question needs from the node; numbers only, chosen by handlers."""
+
+    gpus: bool = True
+    journal_lines: int = Field(default=400, ge=0, le=5000)
+    metrics_samples: int = Field(default=0, ge=0, le=2)
+    metrics_interval_s: float = Field(default=1.0, ge=0.1, le=10.0)
+    log_lines: int = Field(default=0, ge=0, le=200)
+    bench: bool = False
+    http_timeout_s: float = Field(default=3.0, ge=0.5, le=30.0)
+    discover: bool = False
+
+
+_HELPERS = r"""
+set -u
+export LC_ALL=C SYSTEMD_COLORS=0 SYSTEMD_PAGER= PAGER=cat
+M='@@inferbot@@'
+if [ "$(id -u)" = 0 ]; then S=''; else S='sudo -n'; fi
+b64() { base64 -w0 2>/dev/null; echo; }
+# Files the login user cannot read (another user's /proc/PID/environ, 0600 env files) go through sudo -n,
+# which never prompts: without a sudoers rule it fails and the bot says it fell back to the unit.
+rd() { if [ -r "$1" ]; then base64 -w0 -- "$1"; else $S base64 -w0 -- "$1"; fi; }
+rdsec() { d=$(rd "$1" 2>/dev/null); r=$?; echo "$M $2 rc=$r path=$1"; echo "$d"; }
+get() { curl -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code}' "$1" 2>/dev/null; }
+jn() { journalctl "$@" -o cat -a --no-pager 2>/dev/null || true; }
+jp() { j=$(jn "$@"); if [ -z "$j" ] && [ -n "$S" ]; then j=$($S journalctl "$@" -o cat -a --no-pager 2>/dev/null); fi; }
+argpaths() { awk 'p=="--config"||p=="--env-file"{print} /^--env-file=/{sub(/^--env-file=/,"");print} {p=$0}'; }
+derive_url() {
+  tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk '
+    p=="--port"{port=$0} /^--port=/{sub(/^--port=/,""); port=$0}
+    p=="--host"{host=$0} /^--host=/{sub(/^--host=/,""); host=$0}
+    p=="-p"||p=="--publish"{n=split($0,a,":"); if(n>=2){pub[a[n]]=a[n-1]}}
+    {p=$0}
+    END{ if(port=="")port="8000"; if(port in pub)port=pub[port];
+         if(host==""||host=="0.0.0.0"||host=="::"||host=="[::]")host="127.0.0.1";
+         print "http://" host ":" port }'
+}
+pu() {
+  u=$1; url=$2; lf=$3; bd=$4
+  echo "$M unit $u"
+  sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; echo "$M show rc=$r"; printf '%s\n' "$sh_"
+  c=$(systemctl cat -- "$u" 2>&1); r=$?; echo "$M cat rc=$r"; printf '%s' "$c" | b64
+  pid=$(printf '%s\n' "$sh_" | sed -n 's/^MainPID=//p'); inv=$(printf '%s\n' "$sh_" | sed -n 's/^InvocationID=//p')
+  { printf '%s\n' "$sh_" | sed -n 's/^EnvironmentFiles=\(.*\) (ignore_errors=.*)$/\1/p'
+    printf '%s\n' "$sh_" | sed -n 's/^ExecStart={ path=[^;]* ; argv\[\]=\(.*\) ; ignore_errors=.*$/\1/p' | tr ' ' '\n' | argpaths
+    if [ -n "$pid" ] && [ "$pid" != 0 ]; then tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | argpaths; fi
+  } | sort -u | while IFS= read -r f; do [ -n "$f" ] && rdsec "$f" file; done
+  if [ -n "$pid" ] && [ "$pid" != 0 ]; then
+    rdsec "/proc/$pid/cmdline" cmdline
+    rdsec "/proc/$pid/environ" environ
+    if [ -z "$url" ]; then url=$(derive_url "$pid"); fi
+  fi
+  if [ -n "$url" ]; then
+    echo "$M url $url"
+    h=$(curl -s -o /dev/null -w '%{http_code}' --connect-timeout "$HT" --max-time "$HT" "$url/health" 2>/dev/null)
+    echo "$M health rc=$? code=$h"
+    case $h in 2*|5*)
+      v=$(get "$url/version"); echo "$M version rc=$?"; printf '%s' "$v" | b64
+      n=0; while [ "$n" -lt "$MS" ]; do
+        [ "$n" -gt 0 ] && sleep "$MI"
+        t=$(date +%s.%N); m=$(get "$url/metrics"); r=$?; echo "$M metrics rc=$r t=$t"; printf '%s' "$m" | b64
+        n=$((n+1))
+      done;;
+    esac
+  fi
+  if [ "$JL" -gt 0 ]; then
+    if [ -n "$lf" ]; then j=$(tail -n "$JL" -- "$lf" 2>/dev/null || $S tail -n "$JL" -- "$lf" 2>/dev/null); src=file
+    elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JL"; src=invocation
+    else jp -u "$u" -n "$JL"; src=unit; fi
+    echo "$M journal src=$src"; printf '%s' "$j" | b64
+  fi
+  if [ "$LL" -gt 0 ]; then
+    if [ -n "$lf" ]; then j=$(tail -n "$LL" -- "$lf" 2>/dev/null || $S tail -n "$LL" -- "$lf" 2>/dev/null)
+    else j=$(journalctl -u "$u" -o short-iso -a --no-pager -n "$LL" 2>/dev/null)
+      if [ -z "$j" ] && [ -n "$S" ]; then j=$($S journalctl -u "$u" -o short-iso -a --no-pager -n "$LL" 2>/dev/null); fi
+    fi
+    echo "$M logs"; printf '%s' "$j" | b64
+  fi
+  if [ -n "$bd" ]; then
+    case $bd in "~/"*) bd="$HOME/${bd#\~/}";; esac
+    echo "$M bench dir=$bd"
+    ls -t -- "$bd"/*.json 2>/dev/null | head -n 60 | while IFS= read -r f; do
+      echo "$M benchfile path=$f"; grep -oE "\"($BK)\": ?(\"[^\"]*\"|[-0-9.eE+]+|null)" -- "$f" 2>/dev/null
+    done
+  fi
+}
+discover() {
+  us=$( { systemctl list-units --type=service --all --plain --no-legend --no-pager 2>/dev/null | awk '{print $1}'
+          systemctl list-unit-files --type=service --no-legend --no-pager 2>/dev/null | awk '{print $1}'; } |
+        grep -v '@\.service$' | sort -u)
+  [ -n "$us" ] || return 0
+  # shellcheck disable=SC2086 -- unit names from systemd itself, split on purpose
+  systemctl show -p Id,ExecStart -- $us 2>/dev/null | awk '
+    /^Id=/{id=substr($0,4)} /^ExecStart=/ && /vllm/ {hit[id]=1} /^Id=.*vllm/ {hit[substr($0,4)]=1}
+    END{for(k in hit) print k}' | sort
+}
+"""
+
+
+def _q(value: str) -> str:
+    return shlex.quote(value)
+
+
+def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
+    """The remote script for ``targets`` (or unit discovery when ``options.discover``)."""
+    for t in targets:
+        # Defence in depth: the config validated these, but the script must never see anything else.
+        if not UNIT_RE.match(t.unit):
+            raise ValueError(f"refusing unit name {t.unit!r}")
+        if t.api_url and not API_URL_RE.match(t.api_url):
+            raise ValueError(f"refusing api_url {t.api_url!r}")
+        for p in (t.log_file, t.bench_dir):
+            if p and not PATH_RE.match(p):
+                raise ValueError(f"refusing path {p!r}")
+    lines = [
+        _HELPERS,
+        f"PROPS={_q(SHOW_PROPERTIES)}; BK={_q(BENCH_KEYS)}",
+        f"HT={options.http_timeout_s:g}; MS={options.metrics_samples}; MI={options.metrics_interval_s:g}",
+        f"JL={options.journal_lines}; LL={options.log_lines}",
+        'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
+    ]
+    if options.gpus:
+        lines += [
+            "g=$(nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,"
+            "temperature.gpu,power.draw --format=csv,noheader,nounits 2>&1); r=$?",
+            'echo "$M gpus rc=$r"; printf \'%s\\n\' "$g"',
+            "a=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
+            "--format=csv,noheader,nounits 2>&1); r=$?",
+            'echo "$M gpu-apps rc=$r"; printf \'%s\\n\' "$a"',
+        ]
+    for t in targets:
+        bench = (t.bench_dir or "") if options.bench else ""
+        lines.append(f"pu {_q(t.unit)} {_q(t.api_url or '')} {_q(t.log_file or '')} {_q(bench)}")
+    if options.discover:
+        lines += [
+            'found=$(discover); echo "$M discovered $(echo $found)"',
+            'for u in $found; do pu "$u" "" "" ""; done',
+        ]
+    lines.append('echo "$M end"')
+    return "\n".join(lines) + "\n"
+
+
+def remote_command(script: str) -> str:
+    """The command line sent over SSH: the script run by ``sh`` whatever the login shell is."""
+    return "sh -c " + shlex.quote(script)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing what the script printed
+
+
+class ReadFile(Model):
+    """A file read on the node (base64 on the wire); ``data`` is None when it could not be read."""
+
+    path: str
+    rc: int
+    data: bytes | None = None
+
+
+class MetricsScrape(Model):
+    at: float
+    probe: HttpProbe
+
+
+class UnitRaw(Model):
+    """What the probe printed about one unit, decoded but not yet interpreted."""
+
+    unit: str
+    show_rc: int = 0
+    show: str = ""
+    cat_rc: int = 0
+    cat: str = ""
+    cmdline: ReadFile | None = None
+    environ: ReadFile | None = None
+    files: dict[str, ReadFile] = Field(default_factory=dict)
+    url: str | None = None
+    health: HttpProbe | None = None
+    version: HttpProbe | None = None
+    metrics: list[MetricsScrape] = Field(default_factory=list)
+    journal: str | None = None
+    journal_src: str | None = None
+    logs: str | None = None
+    bench_dir: str | None = None
+    bench_files: dict[str, str] = Field(default_factory=dict)
+
+
+class NodeRaw(Model):
+    """What the probe printed about one node."""
+
+    now: datetime | None = None
+    tz: str = "+0000"
+    uid: int | None = None
+    host: str = ""
+    gpus_rc: int | None = None
+    gpus: str = ""
+    gpu_apps_rc: int | None = None
+    gpu_apps: str = ""
+    units: list[UnitRaw] = Field(default_factory=list)
+    discovered: list[str] | None = None
+    complete: bool = False
+
+
+_KV = re.compile(r"(\w+)=(\S*)")
+
+
+def _kv(rest: str) -> dict[str, str]:
+    return dict(_KV.findall(rest))
+
+
+def _b64(text: str) -> bytes:
+    try:
+        return base64.b64decode(text.strip(), validate=False)
+    except ValueError:
+        return b""
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def _http(url: str, rc: int, body_and_code: str) -> HttpProbe:
+    body, _, code = body_and_code.rpartition("\n")
+    status = _int(code.strip(), 0) or None
+    return HttpProbe(url=url, status=status, curl_exit=rc, body=body)
+
+
+def parse_output(stdout: str) -> NodeRaw:
+    """Split the probe's output into typed, decoded sections."""
+    node = NodeRaw()
+    unit: UnitRaw | None = None
+    section: tuple[str, dict[str, str]] | None = None
+    body: list[str] = []
+
+    def flush() -> None:
+        nonlocal section, body
+        if section is None:
+            body = []
+            return
+        name, kv = section
+        text = "\n".join(body)
+        if name == "gpus":
+            node.gpus_rc, node.gpus = _int(kv.get("rc")), text
+        elif name == "gpu-apps":
+            node.gpu_apps_rc, node.gpu_apps = _int(kv.get("rc")), text
+        elif unit is not None:
+            if name == "show":
+                unit.show_rc, unit.show = _int(kv.get("rc")), text
+            elif name == "cat":
+                unit.cat_rc, unit.cat = _int(kv.get("rc")), _b64(text).decode("utf-8", "replace")
+            elif name in ("cmdline", "environ", "file"):
+                rc = _int(kv.get("rc"), 1)
+                rf = ReadFile(path=kv.get("path", ""), rc=rc, data=_b64(text) if rc == 0 else None)
+                if name == "file":
+                    unit.files[rf.path] = rf
+                elif name == "cmdline":
+                    unit.cmdline = rf
+                else:
+                    unit.environ = rf
+            elif name == "version":
+                unit.version = _http(f"{unit.url}/version", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
+            elif name == "metrics":
+                probe = _http(f"{unit.url}/metrics", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
+                unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))
+            elif name == "journal":
+                unit.journal, unit.journal_src = _b64(text).decode("utf-8", "replace"), kv.get("src")
+            elif name == "logs":
+                unit.logs = _b64(text).decode("utf-8", "replace")
+            elif name == "benchfile":
+                unit.bench_files[kv.get("path", "")] = text
+        section, body = None, []
+
+    for line in stdout.split("\n"):
+        if not line.startswith(MARK):
+            body.append(line)
+            continue
+        flush()
+        head, _, rest = line[len(MARK) + 1 :].partition(" ")
+        if head == "node":
+            kv = _kv(rest)
+            if kv.get("now", "").isdigit():
+                node.now = datetime.fromtimestamp(int(kv["now"]), UTC)
+            node.tz = kv.get("tz") or "+0000"
+            node.uid = _int(kv.get("uid"), -1)
+            node.host = kv.get("host", "")
+        elif head == "unit":
+            unit = UnitRaw(unit=rest.strip())
+            node.units.append(unit)
+        elif head == "url" and unit is not None:
+            unit.url = rest.strip()
+        elif head == "health" and unit is not None:
+            kv = _kv(rest)
+            unit.health = HttpProbe(
+                url=f"{unit.url}/health",
+                status=_int(kv.get("code"), 0) or None,
+                curl_exit=_int(kv.get("rc")),
+            )
+        elif head == "bench" and unit is not None:
+            unit.bench_dir = _kv(rest).get("dir")
+        elif head == "discovered":
+            node.discovered = rest.split()
+        elif head == "end":
+            node.complete = True
+        else:
+            kv = _kv(rest)
+            if head in ("file", "cmdline", "environ", "benchfile"):
+                # Paths may contain spaces: everything after "path=" is the path.
+                _, _, path = rest.partition("path=")
+                kv["path"] = path
+            section = (head, kv)
+    flush()
+    return node
+
+
+def split_nul(data: bytes) -> list[str]:
+    """``/proc/PID/cmdline`` bytes to argv (NUL separated; trailing NULs dropped)."""
+    parts = data.decode("utf-8", "replace").split("\0")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def environ_dict(data: bytes) -> dict[str, str]:
+    """``/proc/PID/environ`` bytes to a dict."""
+    env: dict[str, str] = {}
+    for item in split_nul(data):
+        name, sep, value = item.partition("=")
+        if sep and name:
+            env[name] = value
+    return env

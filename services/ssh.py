@@ -1,0 +1,193 @@
+"""Pooled SSH access to the nodes (asyncssh): one connection per node, many channels on it.
+
+Host keys are always verified against the configured known_hosts; nothing here can turn that off.
+Every failure becomes a ``NodeError`` with a reason a person understands and a fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+import asyncssh
+
+from config.models import Node
+from services.models import CommandResult, NodeError
+
+log = logging.getLogger("inferbot.ssh")
+
+# OpenSSH allows 10 sessions per connection (MaxSessions); sshd frees a slot a moment after the
+# client sees a channel close, so 8 keeps clear of spurious "open failed" under load.
+MAX_CHANNELS = 8
+
+
+class NodeUnreachable(Exception):
+    """A node could not be asked; ``error`` says why and how to fix it."""
+
+    def __init__(self, error: NodeError) -> None:
+        super().__init__(error.reason)
+        self.error = error
+
+
+@dataclass
+class _Slot:
+    conn: asyncssh.SSHClientConnection | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    channels: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CHANNELS))
+
+
+class NodePool:
+    """Keeps one SSH connection per node and runs commands on it, reconnecting when it drops."""
+
+    def __init__(self, keepalive_s: float = 30.0) -> None:
+        self._slots: dict[str, _Slot] = {}
+        self._keepalive = keepalive_s
+        self.connects = 0  # how many SSH handshakes were made (the benchmark reports it)
+        self.runs = 0
+
+    def _slot(self, node: Node) -> _Slot:
+        # Any change to how the node is reached or verified must not reuse the old connection.
+        key = f"{node.user}@{node.host}:{node.port}|{node.known_hosts}|{node.key_file}"
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = _Slot()
+        return slot
+
+    async def _connect(self, node: Node, timeout: float) -> asyncssh.SSHClientConnection:
+        known_hosts = os.path.expanduser(node.known_hosts)
+        if not os.path.exists(known_hosts):
+            raise NodeUnreachable(NodeError(
+                kind="host_key",
+                reason=f"known_hosts file {node.known_hosts} does not exist",
+                fix=f"verify the node's host key fingerprint, then add it: "
+                    f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
+            ))
+        keys: list[str] | None = None
+        if node.key_file:
+            key_path = os.path.expanduser(node.key_file)
+            if not os.path.exists(key_path):
+                raise NodeUnreachable(NodeError(
+                    kind="auth", reason=f"key file {node.key_file} does not exist",
+                    fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
+                ))
+            keys = [key_path]
+        try:
+            conn = await asyncio.wait_for(
+                asyncssh.connect(
+                    node.host, port=node.port, username=node.user, client_keys=keys,
+                    known_hosts=known_hosts, agent_path=None, password=None,
+                    preferred_auth="publickey", connect_timeout=timeout,
+                    keepalive_interval=self._keepalive, keepalive_count_max=3,
+                    config=[],  # the bot's behaviour must not depend on ~/.ssh/config
+                ),
+                timeout,
+            )
+        except BaseException as e:  # noqa: BLE001 - every failure is mapped to a NodeError
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            raise NodeUnreachable(describe_error(node, e, timeout)) from None
+        self.connects += 1
+        return conn
+
+    async def _connection(self, node: Node, timeout: float) -> asyncssh.SSHClientConnection:
+        slot = self._slot(node)
+        async with slot.lock:
+            if slot.conn is None or slot.conn.is_closed():
+                slot.conn = await self._connect(node, timeout)
+            return slot.conn
+
+    async def run(
+        self, node: Node, command: str, timeout: float | None = None, stdin: str | None = None
+    ) -> CommandResult:
+        """Run one fixed command on ``node``; raise ``NodeUnreachable`` with the reason on failure."""
+        limit = timeout if timeout is not None else node.timeout
+        deadline = time.monotonic() + limit
+        started = time.monotonic()
+        slot = self._slot(node)
+        for attempt in (1, 2):
+            remaining = max(0.5, deadline - time.monotonic())
+            conn = await self._connection(node, remaining)
+            try:
+                async with slot.channels:
+                    remaining = max(0.5, deadline - time.monotonic())
+                    proc = await asyncio.wait_for(
+                        conn.run(command, check=False, input=stdin, timeout=remaining), remaining + 1
+                    )
+            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
+                    ConnectionResetError, BrokenPipeError) as e:
+                # A pooled connection may have died since it was last used: reconnect once.
+                slot.conn = None
+                if attempt == 2:
+                    raise NodeUnreachable(describe_error(node, e, limit)) from None
+                continue
+            except (TimeoutError, asyncssh.TimeoutError) as e:
+                raise NodeUnreachable(describe_error(node, e, limit)) from None
+            self.runs += 1
+            return CommandResult(
+                exit_status=proc.exit_status,
+                stdout=_text(proc.stdout),
+                stderr=_text(proc.stderr),
+                elapsed_s=time.monotonic() - started,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        conns = [s.conn for s in self._slots.values() if s.conn is not None]
+        self._slots.clear()
+        for c in conns:
+            c.close()
+        for c in conns:
+            try:
+                await asyncio.wait_for(c.wait_closed(), 2)
+            except (TimeoutError, OSError, asyncssh.Error):
+                pass
+
+
+def _text(v: object) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+
+def describe_error(node: Node, e: BaseException, timeout: float) -> NodeError:
+    """Turn a connection/command failure into a reason and a fix (never a traceback)."""
+    where = f"{node.host}:{node.port}"
+    if isinstance(e, asyncssh.HostKeyNotVerifiable):
+        return NodeError(
+            kind="host_key",
+            reason=f"host key mismatch for {where} (or the host is not in {node.known_hosts})",
+            fix="the key the node presented is not the one on record — if the node was reinstalled, "
+                "verify its new fingerprint out of band and update known_hosts; never accept it blindly",
+        )
+    if isinstance(e, asyncssh.PermissionDenied):
+        return NodeError(
+            kind="auth", reason=f"authentication refused for user {node.user!r} on {where}",
+            fix=f"add the bot's public key to ~{node.user}/.ssh/authorized_keys on the node, "
+                f"and check key_file in the config",
+        )
+    if isinstance(e, ConnectionRefusedError):
+        return NodeError(kind="refused", reason=f"connection refused on {where}",
+                         fix="is sshd running on the node, and is the port right?")
+    if isinstance(e, TimeoutError | asyncssh.TimeoutError | asyncio.TimeoutError):
+        return NodeError(kind="timeout", reason=f"no answer from {where} within {timeout:g}s",
+                         fix="check that the node is up and reachable; raise `timeout` for this node if it is slow")
+    if isinstance(e, socket.gaierror):
+        return NodeError(kind="dns", reason=f"cannot resolve host {node.host!r}",
+                         fix="check `host` for this node in the config")
+    if isinstance(e, asyncssh.ChannelOpenError | asyncssh.ConnectionLost | asyncssh.DisconnectError):
+        return NodeError(kind="protocol", reason=f"SSH connection to {where} was closed ({e})",
+                         fix="check sshd's logs on the node (MaxSessions, MaxStartups)")
+    if isinstance(e, asyncssh.KeyImportError | asyncssh.KeyEncryptionError):
+        return NodeError(kind="auth", reason=f"cannot use key file {node.key_file}: {e}",
+                         fix="use an unencrypted ed25519 key readable by the bot")
+    if isinstance(e, OSError):
+        return NodeError(kind="other", reason=f"cannot reach {where}: {e.strerror or e}",
+                         fix="check the network path to the node")
+    return NodeError(kind="other", reason=f"SSH to {where} failed: {type(e).__name__}: {e}", fix="")

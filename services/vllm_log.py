@@ -1,0 +1,332 @@
+"""Parsers for the journal text of one vLLM start: load phase and progress, stats lines, version.
+
+Input is what ``journalctl -a`` prints for the current start, with ``-o cat`` (bare messages) or the
+short format (``Dec 02 13:26:14 host vllm[1234]: ``). tqdm progress bars write ``\\r`` before every
+update, so one journal line may hold several updates; every ``\\r``-separated piece is treated as its
+own line, in order. All functions are pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+
+from services.models import LoadProgress, Phase, StatsLine
+
+__all__ = [
+    "load_durations",
+    "parse_banner_version",
+    "parse_load_progress",
+    "parse_stats_lines",
+    "split_lines",
+]
+
+# `Dec 02 13:26:14 host vllm[1234]: ` -- journalctl's short format; IDENT may lack a [PID].
+_JOURNAL_PREFIX = re.compile(
+    r"^(?P<ts>[A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2})(?:\.\d+)? \S+ [^\s:\[]+(?:\[\d+\])?: ?"
+)
+# `(APIServer pid=1) `, `(VllmWorker rank=2 pid=229) `, `(RayWorkerWrapper pid=406, ip=10.0.0.1) `.
+_PROCESS_PREFIX = re.compile(r"^\((?:[A-Za-z][\w-]*)(?: [^()]*)?\) ")
+# `INFO 02-21 13:26:20 [file.py:12] `; before Feb 2025 the opening bracket was missing.
+_LEVEL_PREFIX = re.compile(
+    r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? "
+    r"\[?[^\s\]]+:\d+\] "
+)
+# uvicorn's own format has no timestamp: `INFO:     Application startup complete.`
+_UVICORN_PREFIX = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One logical log message with its prefixes removed and the timestamps they carried."""
+
+    msg: str
+    vllm_ts: str | None = None  # `MM-DD HH:MM:SS` from vLLM's formatter
+    journal_ts: str | None = None  # `Mon DD HH:MM:SS` from journalctl's short format
+
+
+def _strip_prefixes(piece: str) -> tuple[str, str | None, str | None]:
+    journal_ts = vllm_ts = None
+    m = _JOURNAL_PREFIX.match(piece)
+    if m:
+        journal_ts = m.group("ts")
+        piece = piece[m.end() :]
+    # Process and level prefixes can repeat when a worker's output is relayed by another process.
+    for _ in range(3):
+        m = _PROCESS_PREFIX.match(piece)
+        if m:
+            piece = piece[m.end() :]
+        m = _LEVEL_PREFIX.match(piece)
+        if m:
+            vllm_ts = m.group("ts")
+            piece = piece[m.end() :]
+            continue
+        m = _UVICORN_PREFIX.match(piece)
+        if m:
+            piece = piece[m.end() :]
+        break
+    return piece.strip(), vllm_ts, journal_ts
+
+
+def split_lines(text: str) -> list[LogLine]:
+    """Split journal text into logical messages, oldest first, with all known prefixes stripped.
+
+    A tqdm update after a ``\\r`` carries no prefix of its own, but belongs to the same journal entry,
+    so it inherits the journal timestamp of the line it came in.
+    """
+    out: list[LogLine] = []
+    for raw in text.replace("\r\n", "\n").split("\n"):
+        pieces = raw.split("\r")
+        first_journal_ts: str | None = None
+        for i, piece in enumerate(pieces):
+            msg, vllm_ts, journal_ts = _strip_prefixes(piece)
+            if i == 0:
+                first_journal_ts = journal_ts
+            elif journal_ts is None:
+                journal_ts = first_journal_ts
+            if msg:
+                out.append(LogLine(msg, vllm_ts, journal_ts))
+    return out
+
+
+# --- load phase and progress ------------------------------------------------------------------------
+
+# Checked from the most advanced phase down, so a line naming two phases (`init engine (profile, create
+# kv cache, ...) took`) counts as the later one.
+_PHASE_MARKERS: list[tuple[Phase, re.Pattern[str]]] = [
+    ("ready", re.compile(r"Application startup complete\.|API server: HTTP server started")),
+    (
+        "starting_api",
+        re.compile(
+            r"Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took|"
+            r"Starting vLLM (?:API )?server|Available routes are|Started server process|"
+            r"Waiting for application startup|API server: waiting for HTTP server"
+        ),
+    ),
+    (
+        "compiling",
+        re.compile(r"Dynamo bytecode transform|torch\.compile|Capturing CUDA graphs|Compiling a graph"),
+    ),
+    (
+        "kv_cache",
+        re.compile(
+            r"Model loading took|Available KV cache memory|GPU KV cache size|Memory profiling|"
+            r"init engine"
+        ),
+    ),
+    (
+        "loading_weights",
+        re.compile(
+            r"Starting to load model|Loading weights|Filesystem type for checkpoints|"
+            r"% Completed \| \d+/\d+|"
+            r"(?:Loading (?:safetensors|pt|np_cache)|Multi-thread loading)"
+        ),
+    ),
+    ("waiting_for_gpu", re.compile(r"Waiting for GPU memory")),
+]
+
+# vLLM's weight bar: `{desc}: {pct:3.0f}% Completed | {n}/{total} [{elapsed}<{remaining}, {rate}]`.
+# CUDA-graph capture uses a plain tqdm bar (`100%|████|`), so `% Completed |` singles out weights.
+_WEIGHT_PROGRESS = re.compile(
+    r"(?P<pct>\d+)% Completed \| (?P<n>\d+)/(?P<total>\d+)"
+    r"(?: \[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:]+|\?)(?:,\s*(?P<rate>[^\]]*))?\])?"
+)
+
+# (priority, pattern): a specific cause beats the generic "initialization failed" it leads to, which
+# beats systemd noticing the exit. Within one priority the earliest line is the root cause.
+_FAILURE_MARKERS: list[tuple[int, re.Pattern[str]]] = [
+    (
+        0,
+        re.compile(
+            r"torch\.OutOfMemoryError|CUDA out of memory|Failed to load model - not enough GPU memory"
+        ),
+    ),
+    (0, re.compile(r"Timed out waiting for engine core processes to start")),
+    (0, re.compile(r"unrecognized arguments:|error: argument")),
+    (1, re.compile(r"RuntimeError: Engine core initialization failed")),
+    (2, re.compile(r"Main process exited, code=")),
+]
+_FAILED_MAX_CHARS = 200
+
+
+def _tqdm_seconds(value: str | None) -> float | None:
+    """tqdm prints `MM:SS` or `H:MM:SS`, and `?` while it has no rate yet."""
+    if not value or value == "?":
+        return None
+    total = 0
+    for part in value.split(":"):
+        if not part.isdigit():
+            return None
+        total = total * 60 + int(part)
+    return float(total)
+
+
+def _shorten(msg: str) -> str:
+    return msg if len(msg) <= _FAILED_MAX_CHARS else msg[: _FAILED_MAX_CHARS - 1] + "…"
+
+
+def parse_load_progress(text: str) -> LoadProgress:
+    """Where the current start is: phase from the last marker, weight-shard progress, failure marker.
+
+    ``text`` must hold only the current start (e.g. ``journalctl _SYSTEMD_INVOCATION_ID=...``); a
+    failure marker anywhere in it sets ``failed``.
+    """
+    phase: Phase | None = None
+    progress: re.Match[str] | None = None
+    failure: tuple[int, str] | None = None
+    last_line = ""
+    for line in split_lines(text):
+        msg = line.msg
+        # Banner art and separators carry no information for a status line.
+        if any(c.isalnum() for c in msg):
+            last_line = msg
+        for prio, pattern in _FAILURE_MARKERS:
+            if pattern.search(msg) and (failure is None or prio < failure[0]):
+                failure = (prio, _shorten(msg))
+                break
+        for name, pattern in _PHASE_MARKERS:
+            if pattern.search(msg):
+                phase = name
+                break
+        m = _WEIGHT_PROGRESS.search(msg)
+        if m:
+            progress = m
+
+    result = LoadProgress(phase=phase, last_line=last_line, failed=failure[1] if failure else None)
+    if progress is not None:
+        done, total = int(progress.group("n")), int(progress.group("total"))
+        result.done = done
+        result.total = total
+        result.fraction = done / total if total else None
+        result.weights_elapsed_s = _tqdm_seconds(progress.group("elapsed"))
+        result.weights_remaining_s = _tqdm_seconds(progress.group("remaining"))
+    return result
+
+
+# --- periodic stats line ----------------------------------------------------------------------------
+
+_STATS_CORE = re.compile(
+    r"Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, Avg generation throughput: (?P<gen>[\d.]+) "
+    r"tokens/s, Running: (?P<running>\d+) reqs"
+)
+# V1 says `Waiting`, V0 said `Pending` (V0's `Swapped` has no V1 counterpart and is ignored).
+_STATS_WAITING = re.compile(r"\b(?:Waiting|Pending): (\d+) reqs")
+# First match wins: V0 prints GPU then CPU usage, and the CPU build prints only `CPU KV cache usage`.
+_STATS_KV = re.compile(r"\b(?:GPU|CPU) KV cache usage: ([\d.]+)%")
+# Case-sensitive on purpose: `External prefix cache hit rate` must not be taken for the main one.
+_STATS_PREFIX_HIT = re.compile(r"(?:^|, )Prefix cache hit rate: ([\d.]+)%")
+
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
+
+
+def _tz(offset: str) -> timezone:
+    m = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", offset.strip())
+    if not m:
+        # Same rule as services.systemd.parse_offset: an unreadable `date +%z` means UTC, not a crash.
+        return UTC
+    delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
+    return timezone(-delta if m.group(1) == "-" else delta)
+
+
+def _line_time(line: LogLine, year: int, tz: timezone) -> datetime | None:
+    try:
+        if line.vllm_ts:
+            return datetime.strptime(f"{year}-{line.vllm_ts}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=tz)
+        if line.journal_ts:
+            mon, day, hms = line.journal_ts.split()
+            h, mi, s = (int(x) for x in hms.split(":"))
+            return datetime(year, _MONTHS[mon], int(day), h, mi, s, tzinfo=tz)
+    except (ValueError, KeyError):
+        # A Feb 29 stamp with a non-leap `year`, or a locale's month name: no time rather than a crash.
+        return None
+    return None
+
+
+def _fraction(m: re.Match[str] | None) -> float | None:
+    # The log prints one decimal of a percentage; rounding drops the float noise of the division.
+    return round(float(m.group(1)) / 100, 6) if m else None
+
+
+def parse_stats_lines(text: str, year: int, tz_offset: str = "+0000") -> StatsLine | None:
+    """The newest periodic stats line (V1 ``Engine 000: ...`` or V0 format), or None if there is none.
+
+    Timestamps in the log carry no year and are local time: ``year`` and ``tz_offset`` (``+0100``)
+    supply both (an unreadable offset counts as UTC). KV usage and prefix hit rate are returned as
+    fractions. With several unaggregated DP engines this is only the engine that logged last.
+    """
+    tz = _tz(tz_offset)
+    for line in reversed(split_lines(text)):
+        core = _STATS_CORE.search(line.msg)
+        if not core:
+            continue
+        waiting = _STATS_WAITING.search(line.msg, core.end())
+        kv = _STATS_KV.search(line.msg, core.end())
+        hit = _STATS_PREFIX_HIT.search(line.msg, core.end())
+        return StatsLine(
+            prompt_tps=float(core.group("prompt")),
+            generation_tps=float(core.group("gen")),
+            running=int(core.group("running")),
+            waiting=int(waiting.group(1)) if waiting else 0,
+            kv_cache_usage=_fraction(kv),
+            prefix_cache_hit_rate=_fraction(hit),
+            at=_line_time(line, year, tz),
+        )
+    return None
+
+
+# --- version and durations --------------------------------------------------------------------------
+
+_VERSION_PATTERNS = [
+    re.compile(r"vLLM server version (\S+?),? serving model"),
+    re.compile(r"vLLM API server version (\S+)"),
+    re.compile(r"Initializing an? (?:V1 )?LLM engine \(v([^)\s]+)\)"),
+    # The ASCII-art banner's third line ends `version 0.23.0`; require a digit so prose can't match.
+    re.compile(r"\bversion (\d+\.\d+\S*)$"),
+]
+
+
+def parse_banner_version(text: str) -> str | None:
+    """The vLLM version the start announced (banner, plain banner, or engine-config line)."""
+    for line in split_lines(text):
+        for pattern in _VERSION_PATTERNS:
+            m = pattern.search(line.msg)
+            if m:
+                return m.group(1).rstrip(",")
+    return None
+
+
+_DURATIONS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
+    (re.compile(r"Loading weights took ([\d.]+) s"), ("weights_s",)),
+    (
+        re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) s"),
+        ("model_loading_gib", "model_loading_s"),
+    ),
+    (re.compile(r"torch\.compile takes ([\d.]+) s in total"), ("torch_compile_s",)),
+    (
+        re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.]+) GiB)?"),
+        ("graph_capture_s", "graph_capture_gib"),
+    ),
+    (
+        re.compile(r"init engine \([^)]*\) took ([\d.]+) s(?:econds)?(?: \(compilation: ([\d.]+) s)?"),
+        ("init_engine_s", "compilation_s"),
+    ),
+]
+
+
+def load_durations(text: str) -> dict[str, float]:
+    """Durations (and memory) vLLM reported for the phases of this start; later lines win.
+
+    Keys, when present: ``weights_s``, ``model_loading_s``, ``model_loading_gib``, ``torch_compile_s``,
+    ``graph_capture_s``, ``graph_capture_gib``, ``init_engine_s``, ``compilation_s``.
+    """
+    found: dict[str, float] = {}
+    for line in split_lines(text):
+        for pattern, keys in _DURATIONS:
+            m = pattern.search(line.msg)
+            if not m:
+                continue
+            for key, value in zip(keys, m.groups(), strict=True):
+                if value is not None:
+                    found[key] = float(value)
+    return found
