@@ -25,7 +25,7 @@ PHASE_WORDS = {
 
 def fmt_duration(seconds: float) -> str:
     """``29m 14s``, ``2h 05m``, ``45s``."""
-    s = int(round(max(0.0, seconds)))
+    s = round(max(0.0, seconds))
     if s < 60:
         return f"{s}s"
     m, s = divmod(s, 60)
@@ -58,7 +58,7 @@ def ago(then: datetime | None, now: datetime) -> str:
 
 def remaining(seconds: float) -> str:
     """``~17 min remaining``."""
-    m = int(round(seconds / 60))
+    m = round(seconds / 60)
     if seconds < 90:
         return f"~{int(seconds)} s remaining"
     if m < 120:

@@ -29,6 +29,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     if nodes:
         known.append("nodes: " + ", ".join(nodes))
     if known:
-        sections.append(Section(kind="context", text="Name a service or node to narrow the answer — " + "; ".join(known)))
+        hint = "Name a service or node to narrow the answer — " + "; ".join(known)
+        sections.append(Section(kind="context", text=hint))
     return Reply(intent="help", title="inferbot — what I can answer", status="info", sections=sections,
                  data={"commands": [r[0] for r in rows], "services": names, "nodes": nodes})

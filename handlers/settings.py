@@ -90,7 +90,8 @@ async def handle(ctx: Context, req: Request) -> Reply:
         sections += service_sections(st, ctx, focus if isinstance(focus, str) else None)
     sections += node_error_sections(snap, {s.node for s in snap.services})
     if not sections:
-        sections.append(Section(kind="text", text="No services or nodes are configured — see the README's config reference."))
+        none = "No services or nodes are configured — see the README's config reference."
+        sections.append(Section(kind="text", text=none))
     statuses = [STATE_STATUS[s.state] for s in snap.services] + ["error" for n in snap.nodes if not n.ok]
     title = "Current settings" if not req.explicit_target else "Settings for " + ", ".join(
         dict.fromkeys([s.service for s in snap.services] or [n.name for n in req.nodes]))

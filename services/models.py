@@ -76,6 +76,8 @@ class UnitFile(Model):
     user: str = ""
     working_directory: str = ""
     restart: str = ""
+    exec_start_lines: list[str] = Field(default_factory=list)  # raw effective ExecStart= values, after resets
+    specifiers: dict[str, str] = Field(default_factory=dict)  # %-specifiers used ({"i": "8004", "n": ...})
 
 
 class VllmCommand(Model):
@@ -83,6 +85,7 @@ class VllmCommand(Model):
 
     wrapper: Literal["vllm-serve", "api-server-module", "bash", "docker", "unknown"]
     model: str | None = None
+    model_source: Literal["positional", "flag", "config"] | None = None  # where `model` came from
     flags: dict[str, FlagValue] = Field(default_factory=dict)
     config_file: str | None = None  # the --config YAML path, if any (already merged into flags)
     docker_image: str | None = None

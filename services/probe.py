@@ -61,7 +61,9 @@ b64() { base64 -w0 2>/dev/null; echo; }
 # Files the login user cannot read (another user's /proc/PID/environ, 0600 env files) go through sudo -n,
 # which never prompts: without a sudoers rule it fails and the bot says it fell back to the unit.
 rd() { if [ -r "$1" ]; then base64 -w0 -- "$1"; else $S base64 -w0 -- "$1"; fi; }
-rdsec() { d=$(rd "$1" 2>/dev/null); r=$?; echo "$M $2 rc=$r path=$1"; echo "$d"; }
+rdsec() {
+  d=$(rd "$1" 2>/dev/null); r=$?; echo "$M $2 rc=$r path=$1"; echo "$d"
+}
 get() { curl -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code}' "$1" 2>/dev/null; }
 jn() { journalctl "$@" -o cat -a --no-pager 2>/dev/null || true; }
 jp() { j=$(jn "$@"); if [ -z "$j" ] && [ -n "$S" ]; then j=$($S journalctl "$@" -o cat -a --no-pager 2>/dev/null); fi; }
@@ -83,7 +85,8 @@ pu() {
   c=$(systemctl cat -- "$u" 2>&1); r=$?; echo "$M cat rc=$r"; printf '%s' "$c" | b64
   pid=$(printf '%s\n' "$sh_" | sed -n 's/^MainPID=//p'); inv=$(printf '%s\n' "$sh_" | sed -n 's/^InvocationID=//p')
   { printf '%s\n' "$sh_" | sed -n 's/^EnvironmentFiles=\(.*\) (ignore_errors=.*)$/\1/p'
-    printf '%s\n' "$sh_" | sed -n 's/^ExecStart={ path=[^;]* ; argv\[\]=\(.*\) ; ignore_errors=.*$/\1/p' | tr ' ' '\n' | argpaths
+    printf '%s\n' "$sh_" | sed -n 's/^ExecStart={ path=[^;]* ; argv\[\]=\(.*\) ; ignore_errors=.*$/\1/p' |
+      tr ' ' '\n' | argpaths
     if [ -n "$pid" ] && [ "$pid" != 0 ]; then tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | argpaths; fi
   } | sort -u | while IFS= read -r f; do [ -n "$f" ] && rdsec "$f" file; done
   if [ -n "$pid" ] && [ "$pid" != 0 ]; then
@@ -168,6 +171,8 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             "a=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
             "--format=csv,noheader,nounits 2>&1); r=$?",
             'echo "$M gpu-apps rc=$r"; printf \'%s\\n\' "$a"',
+            # The process tree tells a running service's GPU workers from leftovers of a crash.
+            'echo "$M ps"; ps -eo pid=,ppid= 2>/dev/null',
         ]
     for t in targets:
         bench = (t.bench_dir or "") if options.bench else ""
@@ -236,6 +241,7 @@ class NodeRaw(Model):
     gpus: str = ""
     gpu_apps_rc: int | None = None
     gpu_apps: str = ""
+    parents: dict[int, int] = Field(default_factory=dict)  # pid -> ppid
     units: list[UnitRaw] = Field(default_factory=list)
     discovered: list[str] | None = None
     complete: bool = False
@@ -286,6 +292,11 @@ def parse_output(stdout: str) -> NodeRaw:
             node.gpus_rc, node.gpus = _int(kv.get("rc")), text
         elif name == "gpu-apps":
             node.gpu_apps_rc, node.gpu_apps = _int(kv.get("rc")), text
+        elif name == "ps":
+            for row in body:
+                parts = row.split()
+                if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                    node.parents[int(parts[0])] = int(parts[1])
         elif unit is not None:
             if name == "show":
                 unit.show_rc, unit.show = _int(kv.get("rc")), text
@@ -301,7 +312,8 @@ def parse_output(stdout: str) -> NodeRaw:
                 else:
                     unit.environ = rf
             elif name == "version":
-                unit.version = _http(f"{unit.url}/version", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
+                decoded = _b64(text).decode("utf-8", "replace")
+                unit.version = _http(f"{unit.url}/version", _int(kv.get("rc")), decoded)
             elif name == "metrics":
                 probe = _http(f"{unit.url}/metrics", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
                 unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))

@@ -57,54 +57,38 @@ class NodePool:
             slot = self._slots[key] = _Slot()
         return slot
 
-    async def _connect(self, node: Node, timeout: float) -> asyncssh.SSHClientConnection:
-        known_hosts = os.path.expanduser(node.known_hosts)
-        if not os.path.exists(known_hosts):
-            raise NodeUnreachable(NodeError(
-                kind="host_key",
-                reason=f"known_hosts file {node.known_hosts} does not exist",
-                fix=f"verify the node's host key fingerprint, then add it: "
-                    f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
-            ))
-        keys: list[str] | None = None
-        if node.key_file:
-            key_path = os.path.expanduser(node.key_file)
-            if not os.path.exists(key_path):
-                raise NodeUnreachable(NodeError(
-                    kind="auth", reason=f"key file {node.key_file} does not exist",
-                    fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
-                ))
-            keys = [key_path]
+    async def _connect(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
+        known_hosts, keys = _local_files(node)
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
                     node.host, port=node.port, username=node.user, client_keys=keys,
                     known_hosts=known_hosts, agent_path=None, password=None,
-                    preferred_auth="publickey", connect_timeout=timeout,
+                    preferred_auth="publickey", connect_timeout=limit_s,
                     keepalive_interval=self._keepalive, keepalive_count_max=3,
                     config=[],  # the bot's behaviour must not depend on ~/.ssh/config
                 ),
-                timeout,
+                limit_s,
             )
-        except BaseException as e:  # noqa: BLE001 - every failure is mapped to a NodeError
+        except BaseException as e:
             if isinstance(e, asyncio.CancelledError):
                 raise
-            raise NodeUnreachable(describe_error(node, e, timeout)) from None
+            raise NodeUnreachable(describe_error(node, e, limit_s)) from None
         self.connects += 1
         return conn
 
-    async def _connection(self, node: Node, timeout: float) -> asyncssh.SSHClientConnection:
+    async def _connection(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
         slot = self._slot(node)
         async with slot.lock:
             if slot.conn is None or slot.conn.is_closed():
-                slot.conn = await self._connect(node, timeout)
+                slot.conn = await self._connect(node, limit_s)
             return slot.conn
 
     async def run(
-        self, node: Node, command: str, timeout: float | None = None, stdin: str | None = None
+        self, node: Node, command: str, limit_s: float | None = None, stdin: str | None = None
     ) -> CommandResult:
         """Run one fixed command on ``node``; raise ``NodeUnreachable`` with the reason on failure."""
-        limit = timeout if timeout is not None else node.timeout
+        limit = limit_s if limit_s is not None else node.timeout
         deadline = time.monotonic() + limit
         started = time.monotonic()
         slot = self._slot(node)
@@ -148,6 +132,27 @@ class NodePool:
                 pass
 
 
+def _local_files(node: Node) -> tuple[str, list[str] | None]:
+    """The known_hosts path and client keys for ``node``; missing files are config errors."""
+    known_hosts = os.path.expanduser(node.known_hosts)
+    if not os.path.exists(known_hosts):
+        raise NodeUnreachable(NodeError(
+            kind="host_key",
+            reason=f"known_hosts file {node.known_hosts} does not exist",
+            fix=f"verify the node's host key fingerprint, then add it: "
+                f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
+        ))
+    if not node.key_file:
+        return known_hosts, None
+    key_path = os.path.expanduser(node.key_file)
+    if not os.path.exists(key_path):
+        raise NodeUnreachable(NodeError(
+            kind="auth", reason=f"key file {node.key_file} does not exist",
+            fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
+        ))
+    return known_hosts, [key_path]
+
+
 def _text(v: object) -> str:
     if v is None:
         return ""
@@ -176,8 +181,10 @@ def describe_error(node: Node, e: BaseException, timeout: float) -> NodeError:
         return NodeError(kind="refused", reason=f"connection refused on {where}",
                          fix="is sshd running on the node, and is the port right?")
     if isinstance(e, TimeoutError | asyncssh.TimeoutError | asyncio.TimeoutError):
-        return NodeError(kind="timeout", reason=f"no answer from {where} within {timeout:g}s",
-                         fix="check that the node is up and reachable; raise `timeout` for this node if it is slow")
+        return NodeError(
+            kind="timeout", reason=f"no answer from {where} within {timeout:g}s",
+                         fix="check that the node is up and reachable; raise `timeout` for this node if it is slow",
+        )
     if isinstance(e, socket.gaierror):
         return NodeError(kind="dns", reason=f"cannot resolve host {node.host!r}",
                          fix="check `host` for this node in the config")

@@ -1,0 +1,74 @@
+"""``inferbot check``: the config is valid and every node answers — or exactly what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+import json
+
+from tabulate import tabulate
+
+from bot.app import runtime
+from config.models import BotConfig
+from handlers.reply import Reply, Section
+from services.models import ServiceState
+from services.probe import ProbeOptions
+
+CHECK_PROBE = ProbeOptions(journal_lines=5)
+SUDOERS_HINT = "allow it with the sudoers line in the README (base64 of /proc/*/environ only)"
+
+
+def _service_problems(st: ServiceState) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if st.reason and "not found on the node" in st.reason:
+        problems.append((st.reason, f"check `unit` for {st.service} in the config "
+                                    "(`systemctl list-units --all 'vllm*'` on the node)"))
+    for w in st.warnings:
+        if "no permission to read /proc" in w:
+            problems.append(("no permission to read the running process's environment (/proc)", SUDOERS_HINT))
+        elif "nvidia-smi" in w:
+            problems.append((w, "install the NVIDIA driver utilities, or ignore on CPU-only nodes"))
+        elif "could not read EnvironmentFile" in w:
+            problems.append((w, SUDOERS_HINT))
+    return problems
+
+
+async def run_check(config: BotConfig, as_json: bool) -> int:
+    """Probe every node once; print a per-node verdict. Exit 0 when all is well, 1 otherwise."""
+    rows: list[list[str]] = []
+    results: list[dict[str, object]] = []
+    async with runtime(config, with_store=False) as rt:
+        snap = await rt.cluster.snapshot(config.services, config.nodes, CHECK_PROBE)
+    for n in snap.nodes:
+        if not n.ok and n.error:
+            rows.append([n.node, "FAIL", n.error.reason, n.error.fix])
+            results.append({"node": n.node, "ok": False, "problems": [{"what": n.error.reason, "fix": n.error.fix}]})
+            continue
+        problems: list[tuple[str, str]] = []
+        services = [s for s in snap.services if s.node == n.node]
+        for st in services:
+            problems += [(f"{st.service}: {what}", fix) for what, fix in _service_problems(st)]
+        if n.discovered is not None:
+            found = ", ".join(n.discovered) or "none"
+            detail = f"reached in {n.elapsed_s:.2f}s; discovered vLLM units: {found}"
+        else:
+            detail = f"reached in {n.elapsed_s:.2f}s; " + ", ".join(f"{s.service} {s.state}" for s in services)
+        if problems:
+            for what, fix in problems:
+                rows.append([n.node, "FAIL", what, fix])
+        else:
+            rows.append([n.node, "OK", detail, ""])
+        results.append({"node": n.node, "ok": not problems, "detail": detail,
+                        "problems": [{"what": w, "fix": f} for w, f in problems]})
+    ok = all(bool(r["ok"]) for r in results)
+    if as_json:
+        print(json.dumps({"intent": "check", "ok": ok, "config": config.source, "nodes": results}, indent=2))
+    else:
+        print(f"config {config.source}: valid ({len(config.nodes)} nodes, {len(config.services)} services)")
+        if rows:
+            print(tabulate(rows, headers=["node", "result", "detail", "fix"], tablefmt="simple"))
+    return 0 if ok else 1
+
+
+def check_reply(rows: list[list[str]]) -> Reply:
+    """The check as a Reply (for a future Slack command)."""
+    table = Section(kind="table", headers=["node", "result", "detail", "fix"], rows=rows)
+    return Reply(intent="check", title="Config check", sections=[table])

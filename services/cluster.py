@@ -1,0 +1,132 @@
+"""Ask every node at once: one probe round trip per node, per-node timeout, typed results."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from config.models import BotConfig, Node, Service
+from services.assemble import NodeFacts, assemble
+from services.models import GpuInfo, GpuProcess, Model, NodeError, ServiceState
+from services.probe import NodeRaw, ProbeOptions, ProbeTarget, build_script, parse_output, remote_command
+from services.ssh import NodePool, NodeUnreachable
+
+log = logging.getLogger("inferbot.cluster")
+
+
+class NodeReport(Model):
+    """What one node said (or why it said nothing)."""
+
+    node: str
+    ok: bool
+    error: NodeError | None = None
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    processes: list[GpuProcess] = Field(default_factory=list)
+    elapsed_s: float = 0.0
+    discovered: list[str] | None = None
+
+
+class Snapshot(Model):
+    """The answer to one probe of the cluster."""
+
+    services: list[ServiceState] = Field(default_factory=list)
+    nodes: list[NodeReport] = Field(default_factory=list)
+    elapsed_s: float = 0.0
+
+
+def discovered_name(unit: str) -> str:
+    """The name people type for a discovered unit: its unit name without ``.service``."""
+    return unit.removesuffix(".service").lower().replace("@", "-").replace("_", "-").replace(".", "-")
+
+
+class Cluster:
+    """Probes nodes over the pool; knows nothing of Slack or rendering."""
+
+    def __init__(self, config: BotConfig, pool: NodePool) -> None:
+        self.config = config
+        self.pool = pool
+
+    async def probe_node(
+        self, node: Node, services: Sequence[Service], options: ProbeOptions
+    ) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
+        """One round trip to ``node`` for ``services`` (or discovery when none are configured)."""
+        discover = not services and not any(s.node == node.name for s in self.config.services)
+        opts = options.model_copy(update={"discover": discover})
+        targets = [
+            ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir)
+            for s in services
+        ]
+        script = build_script(targets, opts)
+        timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
+        started = time.monotonic()
+        try:
+            result = await self.pool.run(node, remote_command(script), limit_s=timeout)
+        except NodeUnreachable as e:
+            err = e.error
+            states = [
+                ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
+                             reason=err.reason, warnings=[err.fix] if err.fix else [])
+                for s in services
+            ]
+            return NodeReport(node=node.name, ok=False, error=err, elapsed_s=time.monotonic() - started), states, None
+        raw = parse_output(result.stdout)
+        elapsed = time.monotonic() - started
+        if raw.now is None:
+            first = (result.stderr or result.stdout).strip().splitlines()
+            said = first[0] if first else "no output"
+            err = NodeError(kind="protocol", reason=f"the node's shell did not run the probe: {said}",
+                            fix="the login shell must be able to run `sh -c`; check the account's shell")
+            failed = [ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable", reason=err.reason)
+                      for s in services]
+            return NodeReport(node=node.name, ok=False, error=err, elapsed_s=elapsed), failed, raw
+        facts = NodeFacts(raw)
+        by_unit = {u.unit: u for u in raw.units}
+        states = []
+        secrets = _configured_secrets(services)
+        if discover:
+            for u in raw.units:
+                states.append(assemble(discovered_name(u.unit), node.name, u, facts, secrets))
+        for s in services:
+            found = by_unit.get(s.unit)
+            if found is None:
+                states.append(ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
+                                           reason="the probe was cut short before this unit (node too slow?)"))
+                continue
+            states.append(assemble(s.name, node.name, found, facts, secrets))
+        if not raw.complete:
+            log.warning("probe output from %s was incomplete", node.name)
+        report = NodeReport(node=node.name, ok=True, gpus=facts.gpus, processes=facts.processes,
+                            elapsed_s=elapsed, discovered=raw.discovered)
+        return report, states, raw
+
+    async def snapshot(
+        self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None
+    ) -> Snapshot:
+        """Probe ``nodes`` (all at once) for ``services``; slow or dead nodes become ``unreachable``."""
+        opts = options or ProbeOptions()
+        started = time.monotonic()
+        jobs = []
+        for node in nodes:
+            mine = [s for s in services if s.node == node.name]
+            jobs.append(self.probe_node(node, mine, opts))
+        results = await asyncio.gather(*jobs)
+        snap = Snapshot(elapsed_s=0.0)
+        for report, states, _raw in results:
+            snap.nodes.append(report)
+            snap.services.extend(states)
+        snap.elapsed_s = time.monotonic() - started
+        return snap
+
+
+def _configured_secrets(services: Sequence[Service]) -> list[str]:
+    import os
+
+    out: list[str] = []
+    for s in services:
+        if s.api_key_env and os.environ.get(s.api_key_env):
+            out.append(os.environ[s.api_key_env])
+    return out

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The test command (README): installs what the tests need, then runs ruff, mypy and pytest.
+# Debian packages (openssh-server for the real-sshd tests, curl used by the probe) are installed when
+# running as root; otherwise it says which to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing Debian packages: ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "tests need: ${need[*]} — run: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+fi
+if [ "$(id -u)" = 0 ]; then
+  # SSH tests log in as an unprivileged user (root logins are slow here and refuse remote signals).
+  id inferbot-test >/dev/null 2>&1 || useradd -m -s /bin/sh inferbot-test
+  usermod -p '*' inferbot-test
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/ruff check .
+.venv/bin/mypy
+.venv/bin/pytest -q -p no:cacheprovider "$@"

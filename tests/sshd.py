@@ -1,0 +1,146 @@
+"""A real OpenSSH ``sshd`` on 127.0.0.x for tests: throwaway host key, key-only auth, real host-key checks.
+
+Each simulated node gets its own sshd (it starts in ~40 ms), whose ``SetEnv`` puts the node's fake
+``systemctl``/``journalctl``/``nvidia-smi``/``sudo`` first in PATH. When the tests run as root, SSH
+logs in as an unprivileged user (root's shell start-up is slow here and sshd refuses signals for root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncssh
+
+SSHD = "/usr/sbin/sshd"
+TEST_USER = os.environ.get("INFERBOT_TEST_SSH_USER", "inferbot-test")
+
+
+def sshd_available() -> bool:
+    """True when OpenSSH's server is installed."""
+    return os.path.exists(SSHD)
+
+
+def login_user() -> str:
+    """The user SSH logs in as: the dedicated test user when we are root, else ourselves."""
+    if os.geteuid() != 0:
+        return pwd.getpwuid(os.getuid()).pw_name
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "-m", "-s", "/bin/sh", TEST_USER], check=True, capture_output=True)
+    # With UsePAM off, sshd refuses locked accounts ("!" password); "*" means no password, not locked.
+    subprocess.run(["usermod", "-p", "*", TEST_USER], check=True, capture_output=True)
+    return TEST_USER
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ClientKey:
+    """The bot's key pair for tests."""
+
+    dir: Path
+    private: Path = field(init=False)
+    public: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.private = self.dir / "id_ed25519"
+        self.public = self.dir / "id_ed25519.pub"
+        if not self.private.exists():
+            key = asyncssh.generate_private_key("ssh-ed25519")
+            key.write_private_key(str(self.private))
+            key.write_public_key(str(self.public))
+            os.chmod(self.private, 0o600)
+
+
+@dataclass
+class Sshd:
+    """One running sshd."""
+
+    host: str
+    port: int
+    dir: Path
+    proc: subprocess.Popen[bytes]
+    host_public: str
+    user: str
+
+    def known_hosts_line(self) -> str:
+        """The ``[host]:port key`` line a client needs."""
+        return f"[{self.host}]:{self.port} {self.host_public}"
+
+    def log(self) -> str:
+        """sshd's own log (for failing tests)."""
+        p = self.dir / "sshd.log"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def stop(self) -> None:
+        """Stop sshd and remove its files."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(3)
+            if self.proc.poll() is None:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def start_sshd(
+    client_key: ClientKey,
+    env: dict[str, str],
+    host: str = "127.0.0.1",
+    user: str | None = None,
+    extra_config: str = "",
+) -> Sshd:
+    """Start sshd on ``host``:random port; sessions get ``env`` via SetEnv (PATH included)."""
+    if not sshd_available():
+        raise RuntimeError("openssh-server is not installed (the test command installs it)")
+    user = user or login_user()
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    d = Path(tempfile.mkdtemp(prefix="inferbot-sshd-"))
+    os.chmod(d, 0o755)  # sshd reads authorized_keys as the login user
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    host_key.write_private_key(str(d / "host_key"))
+    os.chmod(d / "host_key", 0o600)
+    host_public = host_key.export_public_key().decode().strip()
+    shutil.copy(client_key.public, d / "authorized_keys")
+    os.chmod(d / "authorized_keys", 0o644)
+    setenv = " ".join(f"{k}={v}" for k, v in env.items())
+    for attempt in range(5):
+        port = free_port(host)
+        cfg = (
+            f"ListenAddress {host}\nPort {port}\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n"
+            f"AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+            "LogLevel VERBOSE\nMaxStartups 200:30:400\nMaxSessions 20\nSubsystem sftp internal-sftp\n"
+            f"SetEnv {setenv}\n{extra_config}"
+        )
+        (d / "sshd_config").write_text(cfg)
+        log = open(d / "sshd.log", "ab")
+        proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log, stderr=log)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            with socket.socket() as s:
+                if s.connect_ex((host, port)) == 0:
+                    return Sshd(host=host, port=port, dir=d, proc=proc, host_public=host_public, user=user)
+            time.sleep(0.01)
+        proc.kill()
+        if attempt == 4:
+            raise RuntimeError(f"sshd did not start: {(d / 'sshd.log').read_text(errors='replace')[-2000:]}")
+    raise AssertionError("unreachable")
