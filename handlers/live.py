@@ -28,12 +28,41 @@ async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
 
 
 async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
-    """Remember what each service runs with, for "what changed?" (only what was really read)."""
+    """Remember what each service runs with, for "what changed?" (only what was really read).
+
+    Also warns when a service now runs with settings that differ from the last ones seen ready —
+    the profiling flag left behind after an experiment.
+    """
     if ctx.store is None:
         return
+    from services.store import diff_snapshots
+
     for st in states:
-        if st.settings_source != "none" and st.state != "unreachable":
-            await ctx.store.record_snapshot(st, ctx.now())
+        if st.settings_source == "none" or st.state == "unreachable":
+            continue
+        await ctx.store.record_snapshot(st, ctx.now())
+        if st.state == "ready":
+            continue
+        ready = await ctx.store.last_ready_snapshot(st.service, st.node)
+        current = await ctx.store.latest_snapshots(st.service, st.node, limit=1)
+        if ready is None or not current:
+            continue
+        diff = diff_snapshots(ready, current[0])
+        if diff:
+            shown = ", ".join(f"{d.key}: {_fmt(d.old)} → {_fmt(d.new)}" for d in diff[:8])
+            more = f" and {len(diff) - 8} more" if len(diff) > 8 else ""
+            st.warnings.append(
+                f"settings differ from the last ones seen ready ({ready.last_seen_at:%Y-%m-%d %H:%M} UTC): "
+                f"{shown}{more}"
+            )
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "(unset)"
+    if isinstance(v, list):
+        return " ".join(str(x) for x in v)
+    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def snapshot_data(snap: Snapshot) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from services.models import (
     FlagValue,
     GpuInfo,
     GpuProcess,
+    GpuProcessBrief,
     LoadProgress,
     ServiceState,
     State,
@@ -369,6 +370,17 @@ def assemble(
         # by the handler when the store knows them.
         st.eta_seconds, st.eta_basis = progress.weights_remaining_s, "shard_rate"
     st.throughput = _throughput(raw, journal, facts)
+    t = st.throughput
+    if (
+        state == "ready" and t is not None and t.source == "metrics" and (t.running or 0) > 0
+        and t.generation_tps is not None and t.generation_tps == 0
+    ):
+        # /health only says the engine process is alive; a hung engine still answers 200.
+        st.warnings.append(
+            f"possibly hung: {t.running} request(s) running but no tokens generated during the sample window"
+        )
+    if raw.logs is not None:
+        st.logs = [redactor.text(line) for line in raw.logs.splitlines()]
     if raw.bench_files:
         records: list[dict[str, object]] = []
         for path, text in raw.bench_files.items():
@@ -397,6 +409,46 @@ def _redact_argv(argv: list[str]) -> list[str]:
             continue
         out.append(tok)
     return out
+
+
+def attach_gpu_owners(states: list[ServiceState], facts: NodeFacts) -> list[GpuProcess]:
+    """Fill ``gpus[].processes`` and return the GPU processes that belong to no running service."""
+    parents = facts.raw.parents
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    owned: set[int] = set()
+    for st in states:
+        if st.main_pid and st.state not in ("stopped", "failed", "unreachable"):
+            stack = [st.main_pid]
+            while stack:
+                pid = stack.pop()
+                if pid not in owned:
+                    owned.add(pid)
+                    stack += children.get(pid, [])
+    # A container's processes are not descendants of the docker CLI that the unit runs.
+    containers_running = any(st.wrapper == "docker" and st.main_pid for st in states)
+    leftovers = [
+        p for p in facts.processes
+        if p.pid is not None and p.pid not in owned and not containers_running and (p.memory_mib or 0) > 0
+    ]
+    by_index: dict[int, list[GpuProcessBrief]] = {}
+    for p in facts.processes:
+        if p.gpu_index is not None:
+            by_index.setdefault(p.gpu_index, []).append(
+                GpuProcessBrief(pid=p.pid, name=p.name, memory_mib=p.memory_mib)
+            )
+    for st in states:
+        st.gpus = [g.model_copy(update={"processes": by_index.get(g.index, [])}) for g in st.gpus]
+        st.leftovers = list(leftovers)
+        if leftovers and st.state in ("stopped", "failed", "starting"):
+            total = sum(p.memory_mib or 0 for p in leftovers)
+            st.warnings.append(
+                f"{len(leftovers)} GPU process(es) ({', '.join(sorted({p.name for p in leftovers}))}) hold "
+                f"{total:,} MiB but belong to no running service — leftovers of a crash? Check with "
+                "`pgrep -af 'VLLM::'` on the node and stop them before starting again"
+            )
+    return leftovers
 
 
 def _visible_gpus(gpus: list[GpuInfo], visible: str | None) -> list[GpuInfo]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from config.models import BotConfig, Node, Service
-from services.assemble import NodeFacts, assemble
+from services.assemble import NodeFacts, assemble, attach_gpu_owners
 from services.models import GpuInfo, GpuProcess, Model, NodeError, ServiceState
 from services.probe import NodeRaw, ProbeOptions, ProbeTarget, build_script, parse_output, remote_command
 from services.ssh import NodePool, NodeUnreachable
@@ -26,6 +26,7 @@ class NodeReport(Model):
     error: NodeError | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     processes: list[GpuProcess] = Field(default_factory=list)
+    leftovers: list[GpuProcess] = Field(default_factory=list)
     elapsed_s: float = 0.0
     discovered: list[str] | None = None
 
@@ -97,10 +98,11 @@ class Cluster:
                                            reason="the probe was cut short before this unit (node too slow?)"))
                 continue
             states.append(assemble(s.name, node.name, found, facts, secrets))
+        leftovers = attach_gpu_owners(states, facts)
         if not raw.complete:
             log.warning("probe output from %s was incomplete", node.name)
         report = NodeReport(node=node.name, ok=True, gpus=facts.gpus, processes=facts.processes,
-                            elapsed_s=elapsed, discovered=raw.discovered)
+                            leftovers=leftovers, elapsed_s=elapsed, discovered=raw.discovered)
         return report, states, raw
 
     async def snapshot(

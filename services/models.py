@@ -95,6 +95,12 @@ class VllmCommand(Model):
     notes: list[str] = Field(default_factory=list)  # parse caveats worth telling the user
 
 
+class GpuProcessBrief(Model):
+    pid: int | None
+    name: str
+    memory_mib: int | None = None
+
+
 class GpuInfo(Model):
     index: int
     name: str
@@ -104,6 +110,7 @@ class GpuInfo(Model):
     utilization_pct: int | None = None
     temperature_c: int | None = None
     power_w: float | None = None
+    processes: list[GpuProcessBrief] = Field(default_factory=list)
 
 
 class GpuProcess(Model):
@@ -231,3 +238,6 @@ class ServiceState(Model):
     eta_basis: Literal["shard_rate", "history"] | None = None
     throughput: Throughput | None = None
     bench: BenchSummary | None = None
+    leftovers: list[GpuProcess] = Field(default_factory=list)
+    logs: list[str] | None = None
+    fix: str | None = None

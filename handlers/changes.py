@@ -1,0 +1,101 @@
+""""What changed on kimi?" (diff against the previous different snapshot) and "compare A and B"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers.common import STATE_STATUS, ago, worst
+from handlers.context import Context, Request
+from handlers.live import record_snapshots, snapshot_data
+from handlers.reply import Reply, Section
+from handlers.settings import SETTINGS_PROBE
+from services.models import FlagValue, ServiceState
+
+
+def _show(v: object) -> str:
+    if v is None:
+        return "(not set)"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return " ".join(str(x) for x in v)
+    return str(v)
+
+
+async def handle(ctx: Context, req: Request) -> Reply:
+    """Diff each target's settings against the previous different snapshot."""
+    if ctx.store is None:
+        return Reply(intent="changes", title="No history", status="warn", sections=[
+            Section(kind="text", text="I keep no state here (no [state] store), so I can't tell what changed.")])
+    snap = await ctx.cluster.snapshot(req.services, req.nodes, SETTINGS_PROBE)
+    await record_snapshots(ctx, snap.services)
+    now = ctx.now()
+    sections: list[Section] = []
+    data = snapshot_data(snap)
+    for st, out in zip(snap.services, data["services"], strict=True):
+        sections.append(Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]))
+        snaps = await ctx.store.latest_snapshots(st.service, st.node, limit=2)
+        if st.state == "unreachable":
+            sections.append(Section(kind="text", text=f"unreachable — {st.reason}; showing what I saw last"))
+        if len(snaps) < 2:
+            first = snaps[0].first_seen_at if snaps else None
+            text = ("no change seen since I first looked " + ago(first, now)) if first else "no snapshots yet"
+            sections.append(Section(kind="text", text=text))
+            out["diff"], out["since"] = [], None
+            continue
+        new, old = snaps[0], snaps[1]
+        from services.store import diff_snapshots
+
+        diff = diff_snapshots(old, new)
+        out["diff"] = [d.model_dump(mode="json") for d in diff]
+        out["since"] = new.first_seen_at.isoformat()
+        sections.append(Section(kind="text", text=f"changed {ago(new.first_seen_at, now)} "
+                                                  f"({new.first_seen_at:%Y-%m-%d %H:%M} UTC):"))
+        rows = [[d.kind, d.key, _show(d.old), _show(d.new)] for d in diff]
+        sections.append(Section(kind="table", headers=["what", "name", "before", "now"], rows=rows))
+    statuses = [STATE_STATUS[s.state] for s in snap.services]
+    return Reply(intent="changes", title="What changed", status=worst(statuses), sections=sections, data=data)
+
+
+def compare_rows(a: ServiceState, b: ServiceState) -> list[dict[str, Any]]:
+    """Side-by-side rows: model, version, every flag and variable of either service."""
+    rows: list[dict[str, Any]] = []
+
+    def add(kind: str, key: str, left: object, right: object) -> None:
+        rows.append({"kind": kind, "key": key, "left": left, "right": right, "same": left == right})
+
+    add("model", "model", a.model, b.model)
+    add("version", "version", a.version, b.version)
+    for key in dict.fromkeys([*a.flags, *b.flags]):
+        fa: FlagValue | None = a.flags.get(key)
+        fb: FlagValue | None = b.flags.get(key)
+        add("flag", key, fa, fb)
+    for key in dict.fromkeys([*a.env, *b.env]):
+        add("env", key, a.env.get(key), b.env.get(key))
+    return rows
+
+
+async def compare(ctx: Context, req: Request) -> Reply:
+    """Compare two services (or one service on two nodes) side by side."""
+    if len(req.services) != 2:
+        found = ", ".join(f"{s.name}@{s.node}" for s in req.services) or "none"
+        return Reply(intent="compare", title="Compare what?", status="info", sections=[Section(
+            kind="text", text="Name exactly two services, or one service and two nodes — e.g. “compare kimi and "
+                              f"qwen” or “compare kimi on gpu-a and gpu-b”. I matched: {found}.")],
+            data={"compare": None})
+    snap = await ctx.cluster.snapshot(req.services, req.nodes, SETTINGS_PROBE)
+    await record_snapshots(ctx, snap.services)
+    a, b = snap.services[0], snap.services[1]
+    la, lb = f"{a.service}@{a.node}", f"{b.service}@{b.node}"
+    rows = compare_rows(a, b)
+    diff_rows = [[("≠ " if not r["same"] else "  ") + r["key"], _show(r["left"]), _show(r["right"])] for r in rows]
+    different = sum(1 for r in rows if not r["same"])
+    sections = [Section(kind="text", text=f"{different} of {len(rows)} settings differ (marked ≠)")]
+    for st in (a, b):
+        if st.state == "unreachable":
+            sections.append(Section(kind="context", text=f"⚠ {st.service}@{st.node} is unreachable: {st.reason}"))
+    sections.append(Section(kind="table", headers=["setting", la, lb], rows=diff_rows))
+    data = snapshot_data(snap)
+    data["compare"] = {"left": la, "right": lb, "rows": rows}
+    return Reply(intent="compare", title=f"{la} vs {lb}", status=worst([STATE_STATUS[a.state], STATE_STATUS[b.state]]),
+                 sections=sections, data=data)

@@ -1,0 +1,53 @@
+"""Logs: the last N journal lines of a service (across starts), each line whole, secrets redacted."""
+
+from __future__ import annotations
+
+from handlers.common import STATE_STATUS, worst
+from handlers.context import Context, Request
+from handlers.live import snapshot_data
+from handlers.reply import Attachment, Reply, Section
+from handlers.settings import node_error_sections
+from services.probe import ProbeOptions
+
+DEFAULT_LINES = 30
+MAX_LINES = 200
+INLINE_LINES = 40  # more than this goes to Slack as a file (the terminal prints it all either way)
+
+
+async def handle(ctx: Context, req: Request) -> Reply:
+    """The last lines of the targets' journals."""
+    asked = req.args.get("lines")
+    n = DEFAULT_LINES if not isinstance(asked, int) or asked <= 0 else min(asked, MAX_LINES)
+    note = f"(capped at {MAX_LINES} lines)" if isinstance(asked, int) and asked > MAX_LINES else ""
+    if not req.explicit_target and len(req.services) > 1:
+        names = ", ".join(s.name for s in req.services)
+        return Reply(intent="logs", title="Which service?", status="info", sections=[
+            Section(kind="text", text=f"Name the service whose logs you want — e.g. “logs {req.services[0].name}”. "
+                                      f"Known: {names}.")], data={"services": [s.name for s in req.services]})
+    snap = await ctx.cluster.snapshot(req.services, req.nodes, ProbeOptions(journal_lines=0, log_lines=n, gpus=False))
+    sections: list[Section] = []
+    attachments: list[Attachment] = []
+    for st in snap.services:
+        lines = st.logs or []
+        sections.append(Section(kind="header", title=f"{st.service} on {st.node} — last {len(lines)} lines {note}".strip(),
+                                status=STATE_STATUS[st.state]))
+        if st.state == "unreachable":
+            sections.append(Section(kind="text", text=f"unreachable — {st.reason}"))
+            continue
+        if not lines:
+            sections.append(Section(kind="text", text="the journal has no lines for this unit (or I may not read it: "
+                                                      "add the bot's user to the systemd-journal group)"))
+            continue
+        text = "\n".join(lines)
+        if len(lines) > INLINE_LINES:
+            attachments.append(Attachment(filename=f"{st.service}-{st.node}.log",
+                                          title=f"{st.service} on {st.node}: last {len(lines)} journal lines",
+                                          content=text))
+            sections.append(Section(kind="code", text="\n".join(lines[-10:]), title="newest 10 lines (all attached)"))
+        else:
+            sections.append(Section(kind="code", text=text))
+    sections += node_error_sections(snap, {s.node for s in snap.services})
+    statuses = [STATE_STATUS[s.state] for s in snap.services]
+    data = snapshot_data(snap)
+    return Reply(intent="logs", title="Logs", status=worst(statuses), sections=sections, attachments=attachments,
+                 data=data)
