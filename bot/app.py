@@ -11,6 +11,7 @@ from config.models import BotConfig
 from handlers.context import Asker, Context
 from services.cluster import Cluster
 from services.ssh import NodePool
+from services.store import Store
 
 
 @dataclass
@@ -20,20 +21,15 @@ class Runtime:
     config: BotConfig
     pool: NodePool
     cluster: Cluster
-    store: object | None = None
+    store: Store | None = None
 
     def context(self, asker: Asker | None = None) -> Context:
         """A fresh handler context for one request."""
-        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(),
-                       store=self.store)  # type: ignore[arg-type]
+        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=self.store)
 
 
-def open_store(config: BotConfig) -> object | None:
-    """The state store, when the store module is available and the state dir is usable."""
-    try:
-        from services.store import Store
-    except ImportError:
-        return None
+def open_store(config: BotConfig) -> Store:
+    """The state store (SQLite in the state directory unless ``[state] url`` names another database)."""
     url = config.state.database_url()
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(url.removeprefix("sqlite:///")) or ".", exist_ok=True)
@@ -50,6 +46,5 @@ async def runtime(config: BotConfig, with_store: bool = True) -> AsyncIterator[R
         yield rt
     finally:
         await pool.close()
-        close = getattr(store, "close", None)
-        if close is not None:
-            await close()
+        if store is not None:
+            await store.close()

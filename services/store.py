@@ -1,0 +1,1132 @@
+"""The bot's durable state: snapshots, load history, audit log, locks, restart requests, follows, watches.
+
+One SQLAlchemy Core engine (synchronous); every public method is ``async`` and runs its database work in
+a worker thread (``asyncio.to_thread``) so handlers never block the event loop. Tables are created on
+first use. Any SQLAlchemy URL works (PostgreSQL for shared deployments); SQLite (the default, one file
+in the state directory) is opened in WAL mode with a ``busy_timeout``, and every write transaction is a
+``BEGIN IMMEDIATE`` one, so two bot processes (or replicas) may share the file safely.
+
+Everything that must be correct when two processes race is a single atomic statement guarded by the
+database: locks (conditional ``UPDATE`` / ``INSERT`` against a primary key), restart-request transitions
+(compare-and-set ``UPDATE … WHERE state IN (…)``) and notice claims (``INSERT`` against a unique key).
+
+All datetimes are timezone-aware UTC, in and out (naive datetimes are refused with ``ValueError``).
+APScheduler's ``SQLAlchemyJobStore`` may live in the same database (:meth:`Store.jobstore_url`, table
+:data:`JOBSTORE_TABLE`); the store's own tables are prefixed ``inferbot_``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import UTC, datetime
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Dialect,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Row,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+from sqlalchemy.types import TypeDecorator
+
+from services.models import FlagValue, ServiceState
+
+__all__ = [
+    "JOBSTORE_TABLE",
+    "REQUEST_TRANSITIONS",
+    "AuditEntry",
+    "DiffItem",
+    "Follow",
+    "LoadOutcome",
+    "LoadRecord",
+    "Notice",
+    "RequestState",
+    "RestartRecord",
+    "RestartRequest",
+    "Snapshot",
+    "Store",
+    "WatchState",
+    "diff_snapshots",
+]
+
+JOBSTORE_TABLE = "apscheduler_jobs"
+"""The table name APScheduler's ``SQLAlchemyJobStore`` should use in the same database."""
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a SQLite connection waits for another process's write lock before giving up."""
+
+LoadOutcome = Literal["ready", "failed", "timeout"]
+FollowReason = Literal["restart", "unplanned"]
+RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
+DiffKind = Literal["flag", "env", "model", "version"]
+
+REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
+    "pending": frozenset({"confirmed", "cancelled", "expired", "refused"}),
+    "confirmed": frozenset({"running", "failed"}),
+    "running": frozenset({"done", "failed"}),
+    "done": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+    "expired": frozenset(),
+    "refused": frozenset(),
+}
+"""The restart-request state machine: which states each state may move to."""
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------------------------------
+# Records returned by the store
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Snapshot(_Record):
+    """The settings one service ran with on one node, from when they were first seen to when last seen."""
+
+    id: int
+    service: str
+    node: str
+    unit: str
+    first_seen_at: datetime
+    last_seen_at: datetime
+    model: str | None = None
+    flags: dict[str, FlagValue] = {}
+    env: dict[str, str] = {}
+    version: str | None = None
+    state: str = ""
+    was_ready: bool = False  # a "ready" state was seen with exactly these settings
+    last_ready_at: datetime | None = None
+
+    @property
+    def taken_at(self) -> datetime:
+        """When these settings were first seen (the time of the change)."""
+        return self.first_seen_at
+
+
+class DiffItem(_Record):
+    """One difference between two sets of settings (``old`` is None when added, ``new`` when removed)."""
+
+    kind: DiffKind
+    key: str
+    old: FlagValue | None = None
+    new: FlagValue | None = None
+
+
+class LoadRecord(_Record):
+    """One load of a service (one systemd invocation) and how it ended."""
+
+    service: str
+    node: str
+    invocation_id: str
+    started_at: datetime
+    ready_at: datetime | None = None
+    outcome: LoadOutcome
+    duration_s: float
+    recorded_at: datetime
+
+
+class AuditEntry(_Record):
+    """One line of the audit log."""
+
+    id: int
+    at: datetime
+    event: str
+    who: str | None = None
+    where: str | None = None
+    service: str | None = None
+    node: str | None = None
+    detail: str = ""
+    request_id: str | None = None
+
+
+class RestartRequest(_Record):
+    """A restart request and where it is in the confirmation flow."""
+
+    id: str
+    service: str
+    node: str
+    unit: str
+    requested_by: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+    message_channel: str | None = None  # where the confirmation message is
+    message_ts: str | None = None
+    created_at: datetime
+    expires_at: datetime
+    force: bool = False
+    state: RequestState
+    state_by: str | None = None  # who made the last transition
+    state_at: datetime | None = None  # when
+    confirmed_by: str | None = None
+    confirmed_at: datetime | None = None
+
+
+class RestartRecord(_Record):
+    """A restart that was executed (for cooldowns)."""
+
+    service: str
+    node: str
+    at: datetime
+    by: str | None = None
+    forced: bool = False
+
+
+class Follow(_Record):
+    """A load being followed for readiness notices (reconciled at bot start-up)."""
+
+    key: str
+    service: str
+    node: str
+    unit: str
+    invocation_id: str | None = None
+    started_at: datetime
+    reason: FollowReason
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+    progress_message_ts: str | None = None
+    request_id: str | None = None
+    updated_at: datetime
+    finished_at: datetime | None = None
+    outcome: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True while the load has not been finished."""
+        return self.finished_at is None
+
+
+class Notice(_Record):
+    """The claim (and, once posted, the message) of one final notice in one place."""
+
+    follow_key: str
+    place: str
+    invocation_id: str  # "" when the follow had no invocation id when claimed
+    claimed_at: datetime
+    sent_at: datetime | None = None
+    ts: str | None = None
+
+
+class WatchState(_Record):
+    """What the unplanned-restart watcher saw last for one unit (its baseline)."""
+
+    service: str
+    node: str
+    main_pid: int
+    started_at: datetime | None = None
+    n_restarts: int = 0
+    active_state: str = ""
+    updated_at: datetime
+
+
+class SettingsLike(Protocol):
+    """Anything with settings (a :class:`Snapshot` or a ``ServiceState``) can be diffed."""
+
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def flags(self) -> Mapping[str, FlagValue]: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+
+def diff_snapshots(old: SettingsLike, new: SettingsLike) -> list[DiffItem]:
+    """What differs from ``old`` to ``new``: model, version, then each flag and env key (sorted).
+
+    A key only in ``new`` is reported with ``old=None`` (added); only in ``old`` with ``new=None``
+    (removed). Pure: no database access.
+    """
+    out: list[DiffItem] = []
+    if old.model != new.model:
+        out.append(DiffItem(kind="model", key="model", old=old.model, new=new.model))
+    if old.version != new.version:
+        out.append(DiffItem(kind="version", key="version", old=old.version, new=new.version))
+    kind: DiffKind
+    for kind, a, b in (("flag", old.flags, new.flags), ("env", old.env, new.env)):
+        for key in sorted(set(a) | set(b)):
+            va, vb = a.get(key), b.get(key)
+            if va != vb or (key in a) != (key in b):
+                out.append(DiffItem(kind=kind, key=key, old=va, new=vb))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Schema
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every dialect (naive UTC text on SQLite, sortable as text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: the store takes timezone-aware datetimes only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = MetaData()
+
+snapshots = Table(
+    "inferbot_snapshots", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("unit", String(300), nullable=False),
+    Column("first_seen_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+    Column("model", Text),
+    Column("flags", JSON, nullable=False),
+    Column("env", JSON, nullable=False),
+    Column("version", String(200)),
+    Column("state", String(40), nullable=False),
+    Column("was_ready", Boolean, nullable=False, default=False),
+    Column("last_ready_at", UTCDateTime),
+    Index("ix_inferbot_snapshots_target", "service", "node", "id"),
+)
+
+loads = Table(
+    "inferbot_loads", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("invocation_id", String(200), nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("ready_at", UTCDateTime),
+    Column("outcome", String(20), nullable=False),
+    Column("duration_s", Float, nullable=False),
+    Column("recorded_at", UTCDateTime, nullable=False),
+    UniqueConstraint("service", "node", "invocation_id", name="uq_inferbot_loads_invocation"),
+    Index("ix_inferbot_loads_target", "service", "node", "started_at"),
+)
+
+audit_log = Table(
+    "inferbot_audit", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", UTCDateTime, nullable=False),
+    Column("event", String(100), nullable=False),
+    Column("who", String(200)),
+    Column("where", String(200)),
+    Column("service", String(200)),
+    Column("node", String(200)),
+    Column("detail", Text, nullable=False),
+    Column("request_id", String(200)),
+    Index("ix_inferbot_audit_service", "service", "at"),
+)
+
+locks = Table(
+    "inferbot_locks", metadata,
+    Column("name", String(300), primary_key=True),
+    Column("owner", String(300), nullable=False),
+    Column("acquired_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
+
+requests = Table(
+    "inferbot_requests", metadata,
+    Column("id", String(200), primary_key=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("unit", String(300), nullable=False),
+    Column("requested_by", String(200)),
+    Column("channel", String(200)),
+    Column("thread_ts", String(100)),
+    Column("message_channel", String(200)),
+    Column("message_ts", String(100)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("force", Boolean, nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("state_by", String(200)),
+    Column("state_at", UTCDateTime),
+    Column("confirmed_by", String(200)),
+    Column("confirmed_at", UTCDateTime),
+    Index("ix_inferbot_requests_state", "state"),
+)
+
+restarts = Table(
+    "inferbot_restarts", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("by", String(200)),
+    Column("forced", Boolean, nullable=False),
+    Index("ix_inferbot_restarts_target", "service", "node", "at"),
+)
+
+follows = Table(
+    "inferbot_follows", metadata,
+    Column("follow_key", String(300), primary_key=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("unit", String(300), nullable=False),
+    Column("invocation_id", String(200)),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("reason", String(20), nullable=False),
+    Column("thread_channel", String(200)),
+    Column("thread_ts", String(100)),
+    Column("progress_message_ts", String(100)),
+    Column("request_id", String(200)),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("outcome", String(40)),
+)
+
+notices = Table(
+    "inferbot_notices", metadata,
+    Column("follow_key", String(300), nullable=False),
+    Column("place", String(200), nullable=False),
+    Column("invocation_id", String(200), nullable=False),  # "" rather than NULL: NULLs never collide
+    Column("claimed_at", UTCDateTime, nullable=False),
+    Column("sent_at", UTCDateTime),
+    Column("ts", String(100)),
+    UniqueConstraint("follow_key", "place", "invocation_id", name="uq_inferbot_notices_once"),
+)
+
+watches = Table(
+    "inferbot_watch", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("main_pid", Integer, nullable=False),
+    Column("started_at", UTCDateTime),
+    Column("n_restarts", Integer, nullable=False),
+    Column("active_state", String(40), nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime, name: str) -> datetime:
+    """``value`` in UTC; a naive datetime is a caller bug."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware, got {value!r}")
+    return value.astimezone(UTC)
+
+
+def _row(row: Row[Any]) -> dict[str, Any]:
+    return dict(row._mapping)
+
+
+def _follow(row: Row[Any]) -> Follow:
+    data = _row(row)
+    data["key"] = data.pop("follow_key")
+    return Follow.model_validate(data)
+
+
+# --------------------------------------------------------------------------------------------------
+# The store
+
+
+class Store:
+    """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use."""
+
+    def __init__(self, url: str, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self._url = url
+        parsed = make_url(url)
+        self._sqlite = parsed.get_backend_name() == "sqlite"
+        database = parsed.database or ""
+        self._memory = self._sqlite and (database in ("", ":memory:") or database.startswith("file::memory:"))
+        # An in-memory SQLite database exists once per connection: share one and serialise access.
+        self._serial: threading.Lock | None = threading.Lock() if self._memory else None
+        self._busy_timeout_s = busy_timeout_s
+        self._engine = self._make_engine()
+        self._init_lock = threading.Lock()
+        self._initialised = False
+        self._closed = False
+
+    # ---- plumbing --------------------------------------------------------------------------------
+
+    def _make_engine(self) -> Engine:
+        if not self._sqlite:
+            return create_engine(self._url, pool_pre_ping=True)
+        connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": self._busy_timeout_s}
+        if self._memory:
+            engine = create_engine(self._url, connect_args=connect_args, poolclass=StaticPool)
+        else:
+            engine = create_engine(self._url, connect_args=connect_args, pool_size=8, max_overflow=16)
+        busy_ms = int(self._busy_timeout_s * 1000)
+        memory = self._memory
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+            # Let SQLAlchemy's "begin" event (below) emit BEGIN itself, instead of pysqlite's
+            # implicit deferred BEGIN before the first write.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+                cursor.execute("PRAGMA foreign_keys = ON")
+                if not memory:
+                    _retry_locked(lambda: cursor.execute("PRAGMA journal_mode = WAL"), self._busy_timeout_s)
+                    cursor.execute("PRAGMA synchronous = NORMAL")
+            finally:
+                cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            # Write transactions take SQLite's write lock up front: a deferred transaction that reads and
+            # then writes can fail with SQLITE_BUSY (no waiting) when another process wrote in between.
+            if conn.get_execution_options().get("inferbot_read_only"):
+                conn.exec_driver_sql("BEGIN")
+            else:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    def _ensure_schema(self) -> None:
+        if self._initialised:
+            return
+        with self._init_lock:
+            if self._initialised:
+                return
+            try:
+                metadata.create_all(self._engine)
+            except (OperationalError, ProgrammingError, IntegrityError):
+                # Another process created the tables at the same moment (PostgreSQL): check again.
+                metadata.create_all(self._engine)
+            self._initialised = True
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
+        with self._guard(), self._engine.begin() as conn:
+            yield conn
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A read-only transaction (deferred on SQLite, never waits for writers in WAL mode)."""
+        with self._guard(), self._engine.connect() as raw:
+            conn = raw.execution_options(inferbot_read_only=True)
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        self._ensure_schema()
+        if self._serial is None:
+            yield
+        else:
+            with self._serial:
+                yield
+
+    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def jobstore_url(self) -> str:
+        """The database URL for APScheduler's ``SQLAlchemyJobStore`` (use table :data:`JOBSTORE_TABLE`)."""
+        return self._url
+
+    @property
+    def url(self) -> str:
+        """The SQLAlchemy URL this store was opened with."""
+        return self._url
+
+    async def close(self) -> None:
+        """Close all connections; the store can't be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._engine.dispose)
+
+    # ---- snapshots -------------------------------------------------------------------------------
+
+    async def record_snapshot(self, state: ServiceState, now: datetime) -> Snapshot:
+        """Remember the settings ``state`` runs with; returns the snapshot row they belong to.
+
+        A new row is stored only when (model, flags, env, version) differ from the newest snapshot of
+        that service@node; otherwise the newest row's ``last_seen_at`` (and state/unit) is bumped. A
+        "ready" state marks the row ``was_ready``. ``env`` must already be redacted: it is stored as given.
+        """
+        return await self._run(self._record_snapshot, state, _aware(now, "now"))
+
+    def _record_snapshot(self, st: ServiceState, now: datetime) -> Snapshot:
+        flags = dict(st.flags)
+        env = dict(st.env)
+        ready = st.state == "ready"
+        with self._write() as conn:
+            newest = conn.execute(
+                select(snapshots).where(snapshots.c.service == st.service, snapshots.c.node == st.node)
+                .order_by(snapshots.c.id.desc()).limit(1)
+            ).first()
+            if newest is not None and (
+                newest.model == st.model and newest.version == st.version
+                and newest.flags == flags and newest.env == env
+            ):
+                values: dict[str, Any] = {"last_seen_at": max(newest.last_seen_at, now), "state": st.state,
+                                          "unit": st.unit}
+                if ready:
+                    values["was_ready"] = True
+                    values["last_ready_at"] = max(newest.last_ready_at or now, now)
+                conn.execute(update(snapshots).where(snapshots.c.id == newest.id).values(**values))
+                snap_id = int(newest.id)
+            else:
+                result = conn.execute(insert(snapshots).values(
+                    service=st.service, node=st.node, unit=st.unit, first_seen_at=now, last_seen_at=now,
+                    model=st.model, flags=flags, env=env, version=st.version, state=st.state,
+                    was_ready=ready, last_ready_at=now if ready else None,
+                ))
+                assert result.inserted_primary_key is not None
+                snap_id = int(result.inserted_primary_key[0])
+            row = conn.execute(select(snapshots).where(snapshots.c.id == snap_id)).one()
+        return Snapshot.model_validate(_row(row))
+
+    async def mark_ready_snapshot(self, service: str, node: str, at: datetime) -> bool:
+        """Mark the newest snapshot of service@node as seen ready (False when there is none)."""
+        return await self._run(self._mark_ready, service, node, _aware(at, "at"))
+
+    def _mark_ready(self, service: str, node: str, at: datetime) -> bool:
+        with self._write() as conn:
+            newest = select(func.max(snapshots.c.id)).where(
+                snapshots.c.service == service, snapshots.c.node == node).scalar_subquery()
+            result = conn.execute(update(snapshots).where(snapshots.c.id == newest)
+                                  .values(was_ready=True, last_ready_at=at))
+            return result.rowcount == 1
+
+    async def latest_snapshots(self, service: str, node: str, limit: int = 2) -> list[Snapshot]:
+        """The newest ``limit`` different snapshots of service@node, newest first."""
+        return await self._run(self._latest_snapshots, service, node, limit)
+
+    def _latest_snapshots(self, service: str, node: str, limit: int) -> list[Snapshot]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(snapshots).where(snapshots.c.service == service, snapshots.c.node == node)
+                .order_by(snapshots.c.id.desc()).limit(limit)
+            ).all()
+        return [Snapshot.model_validate(_row(r)) for r in rows]
+
+    async def last_ready_snapshot(self, service: str, node: str) -> Snapshot | None:
+        """The newest snapshot of service@node whose settings were once seen ready, if any."""
+        return await self._run(self._last_ready_snapshot, service, node)
+
+    def _last_ready_snapshot(self, service: str, node: str) -> Snapshot | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(snapshots).where(snapshots.c.service == service, snapshots.c.node == node,
+                                        snapshots.c.was_ready.is_(True))
+                .order_by(snapshots.c.id.desc()).limit(1)
+            ).first()
+        return None if row is None else Snapshot.model_validate(_row(row))
+
+    # ---- load history ----------------------------------------------------------------------------
+
+    async def record_load(
+        self,
+        service: str,
+        node: str,
+        invocation_id: str,
+        started_at: datetime,
+        ready_at: datetime | None,
+        outcome: LoadOutcome,
+        duration_s: float,
+    ) -> bool:
+        """Record how one load ended; idempotent per (service, node, invocation_id).
+
+        Recording the same load again overwrites it with the new values; returns True when the load was
+        not recorded before. An empty ``invocation_id`` is replaced by ``"start:<started_at ISO>"``.
+        """
+        if outcome not in ("ready", "failed", "timeout"):
+            raise ValueError(f"unknown load outcome {outcome!r}")
+        started_at = _aware(started_at, "started_at")
+        key = invocation_id or f"start:{started_at.isoformat()}"
+        values: dict[str, Any] = {
+            "started_at": started_at, "ready_at": None if ready_at is None else _aware(ready_at, "ready_at"),
+            "outcome": outcome, "duration_s": float(duration_s), "recorded_at": _utcnow(),
+        }
+        return await self._run(self._upsert, loads,
+                               {"service": service, "node": node, "invocation_id": key}, values)
+
+    async def load_durations(self, service: str, node: str, limit: int = 10) -> list[float]:
+        """Durations in seconds of the last ``limit`` successful loads of service@node, newest first."""
+        return await self._run(self._load_durations, service, node, limit)
+
+    def _load_durations(self, service: str, node: str, limit: int) -> list[float]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(loads.c.duration_s)
+                .where(loads.c.service == service, loads.c.node == node, loads.c.outcome == "ready")
+                .order_by(loads.c.started_at.desc(), loads.c.id.desc()).limit(limit)
+            ).scalars().all()
+        return [float(r) for r in rows]
+
+    async def last_load(self, service: str, node: str) -> LoadRecord | None:
+        """The newest recorded load of service@node (any outcome), if any."""
+        return await self._run(self._last_load, service, node)
+
+    def _last_load(self, service: str, node: str) -> LoadRecord | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(loads).where(loads.c.service == service, loads.c.node == node)
+                .order_by(loads.c.started_at.desc(), loads.c.id.desc()).limit(1)
+            ).first()
+        return None if row is None else LoadRecord.model_validate(_row(row))
+
+    # ---- audit -----------------------------------------------------------------------------------
+
+    async def audit(
+        self,
+        event: str,
+        who: str | None,
+        where: str | None,
+        service: str | None,
+        node: str | None,
+        detail: str,
+        at: datetime | None = None,
+        request_id: str | None = None,
+    ) -> AuditEntry:
+        """Append one entry to the audit log (``at`` defaults to now) and return it."""
+        values = {"at": _utcnow() if at is None else _aware(at, "at"), "event": event, "who": who,
+                  "where": where, "service": service, "node": node, "detail": detail,
+                  "request_id": request_id}
+        return await self._run(self._audit, values)
+
+    def _audit(self, values: dict[str, Any]) -> AuditEntry:
+        with self._write() as conn:
+            result = conn.execute(insert(audit_log).values(**values))
+            assert result.inserted_primary_key is not None
+            entry_id = int(result.inserted_primary_key[0])
+        return AuditEntry.model_validate({"id": entry_id, **values})
+
+    async def recent_audit(self, service: str | None = None, limit: int = 20) -> list[AuditEntry]:
+        """The newest ``limit`` audit entries (of ``service`` only, when given), newest first."""
+        return await self._run(self._recent_audit, service, limit)
+
+    def _recent_audit(self, service: str | None, limit: int) -> list[AuditEntry]:
+        query = select(audit_log)
+        if service is not None:
+            query = query.where(audit_log.c.service == service)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(audit_log.c.at.desc(), audit_log.c.id.desc())
+                                .limit(limit)).all()
+        return [AuditEntry.model_validate(_row(r)) for r in rows]
+
+    # ---- locks -----------------------------------------------------------------------------------
+
+    async def acquire_lock(self, name: str, owner: str, ttl_s: float, now: datetime) -> bool:
+        """Take lock ``name`` for ``owner`` until ``now + ttl_s``; True when taken.
+
+        Atomic across processes and replicas: succeeds when the lock is free, expired
+        (``expires_at <= now``) or already held by ``owner`` (which renews it).
+        """
+        if ttl_s <= 0:
+            raise ValueError("ttl_s must be positive")
+        now = _aware(now, "now")
+        expires = datetime.fromtimestamp(now.timestamp() + ttl_s, UTC)
+        return await self._run(self._acquire_lock, name, owner, now, expires)
+
+    def _acquire_lock(self, name: str, owner: str, now: datetime, expires: datetime) -> bool:
+        # 1. take over an expired lock (or renew our own): one conditional UPDATE, row-locked.
+        with self._write() as conn:
+            taken = conn.execute(
+                update(locks).where(locks.c.name == name,
+                                    (locks.c.expires_at <= now) | (locks.c.owner == owner))
+                .values(owner=owner, acquired_at=now, expires_at=expires)
+            ).rowcount
+        if taken == 1:
+            return True
+        # 2. no row (or a live one held by someone else): INSERT; the primary key decides the race.
+        try:
+            with self._write() as conn:
+                conn.execute(insert(locks).values(name=name, owner=owner, acquired_at=now, expires_at=expires))
+        except IntegrityError:
+            return False
+        return True
+
+    async def release_lock(self, name: str, owner: str) -> bool:
+        """Release lock ``name`` if ``owner`` holds it; True when something was released."""
+        return await self._run(self._release_lock, name, owner)
+
+    def _release_lock(self, name: str, owner: str) -> bool:
+        with self._write() as conn:
+            return conn.execute(delete(locks).where(locks.c.name == name, locks.c.owner == owner)).rowcount == 1
+
+    async def lock_holder(self, name: str, now: datetime) -> str | None:
+        """Who holds lock ``name`` at ``now`` (None when free or expired)."""
+        return await self._run(self._lock_holder, name, _aware(now, "now"))
+
+    def _lock_holder(self, name: str, now: datetime) -> str | None:
+        with self._read() as conn:
+            owner = conn.execute(
+                select(locks.c.owner).where(locks.c.name == name, locks.c.expires_at > now)
+            ).scalar_one_or_none()
+        return None if owner is None else str(owner)
+
+    # ---- restart requests ------------------------------------------------------------------------
+
+    async def create_request(
+        self,
+        request_id: str,
+        service: str,
+        node: str,
+        unit: str,
+        requested_by: str | None,
+        channel: str | None,
+        thread_ts: str | None,
+        created_at: datetime,
+        expires_at: datetime,
+        force: bool,
+        message_ts: str | None = None,
+    ) -> bool:
+        """Store a new restart request in state ``pending``; False when ``request_id`` already exists."""
+        values = {
+            "id": request_id, "service": service, "node": node, "unit": unit, "requested_by": requested_by,
+            "channel": channel, "thread_ts": thread_ts, "message_channel": channel if message_ts else None,
+            "message_ts": message_ts, "created_at": _aware(created_at, "created_at"),
+            "expires_at": _aware(expires_at, "expires_at"), "force": bool(force), "state": "pending",
+        }
+        return await self._run(self._insert_once, requests, values)
+
+    def _insert_once(self, table: Table, values: dict[str, Any]) -> bool:
+        try:
+            with self._write() as conn:
+                conn.execute(insert(table).values(**values))
+        except IntegrityError:
+            return False
+        return True
+
+    async def get_request(self, request_id: str) -> RestartRequest | None:
+        """The restart request ``request_id``, if it exists."""
+        return await self._run(self._get_request, request_id)
+
+    def _get_request(self, request_id: str) -> RestartRequest | None:
+        with self._read() as conn:
+            row = conn.execute(select(requests).where(requests.c.id == request_id)).first()
+        return None if row is None else RestartRequest.model_validate(_row(row))
+
+    async def transition_request(
+        self, request_id: str, from_states: AbstractSet[str], to_state: str, actor: str | None, at: datetime
+    ) -> bool:
+        """Move a request from one of ``from_states`` to ``to_state``: an atomic compare-and-set.
+
+        True for exactly one caller however many race (two clicks, two replicas, a redelivered click).
+        A move to ``confirmed`` also requires the request not to have expired (``at < expires_at``).
+        Every (from, to) pair must be allowed by :data:`REQUEST_TRANSITIONS` (else ``ValueError``).
+        """
+        if to_state not in REQUEST_TRANSITIONS:
+            raise ValueError(f"unknown request state {to_state!r}")
+        if not from_states:
+            raise ValueError("from_states is empty")
+        for state in from_states:
+            if to_state not in REQUEST_TRANSITIONS.get(state, frozenset()):
+                raise ValueError(f"a request can't go from {state!r} to {to_state!r}")
+        return await self._run(self._transition, request_id, sorted(from_states), to_state, actor,
+                               _aware(at, "at"))
+
+    def _transition(self, request_id: str, from_states: Sequence[str], to_state: str, actor: str | None,
+                    at: datetime) -> bool:
+        values: dict[str, Any] = {"state": to_state, "state_by": actor, "state_at": at}
+        query = update(requests).where(requests.c.id == request_id, requests.c.state.in_(from_states))
+        if to_state == "confirmed":
+            values.update(confirmed_by=actor, confirmed_at=at)
+            query = query.where(requests.c.expires_at > at)
+        with self._write() as conn:
+            return conn.execute(query.values(**values)).rowcount == 1
+
+    async def set_request_message(self, request_id: str, channel: str, ts: str) -> bool:
+        """Remember where the confirmation message of a request is (to rewrite it later)."""
+        return await self._run(self._set_values, requests, {"id": request_id},
+                               {"message_channel": channel, "message_ts": ts})
+
+    def _set_values(self, table: Table, key: dict[str, Any], values: dict[str, Any]) -> bool:
+        with self._write() as conn:
+            query = update(table).where(*(table.c[k] == v for k, v in key.items())).values(**values)
+            return conn.execute(query).rowcount == 1
+
+    async def open_requests(self) -> list[RestartRequest]:
+        """Requests not yet in a final state (pending, confirmed, running), oldest first: for start-up."""
+        return await self._run(self._open_requests)
+
+    def _open_requests(self) -> list[RestartRequest]:
+        with self._read() as conn:
+            rows = conn.execute(
+                select(requests).where(requests.c.state.in_(("pending", "confirmed", "running")))
+                .order_by(requests.c.created_at, requests.c.id)
+            ).all()
+        return [RestartRequest.model_validate(_row(r)) for r in rows]
+
+    # ---- cooldowns -------------------------------------------------------------------------------
+
+    async def record_restart(self, service: str, node: str, at: datetime, by: str | None, forced: bool) -> None:
+        """Remember that service@node was restarted (by inferbot) at ``at``."""
+        values = {"service": service, "node": node, "at": _aware(at, "at"), "by": by, "forced": bool(forced)}
+        await self._run(self._insert_once, restarts, values)
+
+    async def last_restart(self, service: str, node: str) -> datetime | None:
+        """When inferbot last restarted service@node (from :meth:`record_restart`), if ever."""
+        record = await self.last_restart_record(service, node)
+        return None if record is None else record.at
+
+    async def last_restart_record(self, service: str, node: str) -> RestartRecord | None:
+        """The newest :meth:`record_restart` entry of service@node, if any."""
+        return await self._run(self._last_restart, service, node)
+
+    def _last_restart(self, service: str, node: str) -> RestartRecord | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(restarts).where(restarts.c.service == service, restarts.c.node == node)
+                .order_by(restarts.c.at.desc(), restarts.c.id.desc()).limit(1)
+            ).first()
+        return None if row is None else RestartRecord.model_validate(_row(row))
+
+    # ---- follows and exactly-once notices --------------------------------------------------------
+
+    async def upsert_follow(
+        self,
+        key: str,
+        service: str,
+        node: str,
+        unit: str,
+        invocation_id: str | None,
+        started_at: datetime,
+        reason: FollowReason,
+        thread_channel: str | None = None,
+        thread_ts: str | None = None,
+        progress_message_ts: str | None = None,
+        request_id: str | None = None,
+    ) -> Follow:
+        """Create or update the follow ``key`` (every field is overwritten) and return it.
+
+        An existing follow that gets a *different* non-empty invocation id is a new load: it becomes
+        active again. One whose invocation id was unknown (None) and now is known keeps its state, and
+        notice claims made meanwhile are carried over to the new invocation id.
+        """
+        if reason not in ("restart", "unplanned"):
+            raise ValueError(f"unknown follow reason {reason!r}")
+        values: dict[str, Any] = {
+            "service": service, "node": node, "unit": unit, "invocation_id": invocation_id or None,
+            "started_at": _aware(started_at, "started_at"), "reason": reason,
+            "thread_channel": thread_channel, "thread_ts": thread_ts,
+            "progress_message_ts": progress_message_ts, "request_id": request_id,
+        }
+        return await self._run(self._upsert_follow, key, values)
+
+    def _upsert_follow(self, key: str, values: dict[str, Any]) -> Follow:
+        now = _utcnow()
+        for attempt in range(2):
+            try:
+                with self._write() as conn:
+                    old = conn.execute(select(follows).where(follows.c.follow_key == key)).first()
+                    if old is None:
+                        conn.execute(insert(follows).values(follow_key=key, updated_at=now, **values))
+                    else:
+                        row = dict(values, updated_at=now)
+                        new_inv = values["invocation_id"]
+                        if old.invocation_id and new_inv and new_inv != old.invocation_id:
+                            row.update(finished_at=None, outcome=None)  # a new load under the same key
+                        elif old.invocation_id and not new_inv:
+                            row["invocation_id"] = old.invocation_id  # never forget a known invocation
+                        elif not old.invocation_id and new_inv:
+                            conn.execute(update(notices).where(notices.c.follow_key == key,
+                                                               notices.c.invocation_id == "")
+                                         .values(invocation_id=new_inv))
+                        conn.execute(update(follows).where(follows.c.follow_key == key).values(**row))
+                    result = conn.execute(select(follows).where(follows.c.follow_key == key)).one()
+                return _follow(result)
+            except IntegrityError:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def set_follow_message(self, key: str, progress_message_ts: str) -> bool:
+        """Remember the ts of the follow's progress message (the one message kept updated)."""
+        return await self._run(self._set_values, follows, {"follow_key": key},
+                               {"progress_message_ts": progress_message_ts, "updated_at": _utcnow()})
+
+    async def get_follow(self, key: str) -> Follow | None:
+        """The follow ``key`` (active or finished), if any."""
+        return await self._run(self._get_follow, key)
+
+    def _get_follow(self, key: str) -> Follow | None:
+        with self._read() as conn:
+            row = conn.execute(select(follows).where(follows.c.follow_key == key)).first()
+        return None if row is None else _follow(row)
+
+    async def active_follows(self) -> list[Follow]:
+        """Follows not finished yet, oldest first: the loads to carry on with at start-up."""
+        return await self._run(self._active_follows)
+
+    def _active_follows(self) -> list[Follow]:
+        with self._read() as conn:
+            rows = conn.execute(select(follows).where(follows.c.finished_at.is_(None))
+                                .order_by(follows.c.started_at, follows.c.follow_key)).all()
+        return [_follow(r) for r in rows]
+
+    async def finish_follow(self, key: str, outcome: str, at: datetime | None = None) -> bool:
+        """Mark the follow finished with ``outcome``; True only for the call that finished it."""
+        at = _utcnow() if at is None else _aware(at, "at")
+        return await self._run(self._finish_follow, key, outcome, at)
+
+    def _finish_follow(self, key: str, outcome: str, at: datetime) -> bool:
+        with self._write() as conn:
+            return conn.execute(
+                update(follows).where(follows.c.follow_key == key, follows.c.finished_at.is_(None))
+                .values(finished_at=at, outcome=outcome, updated_at=at)
+            ).rowcount == 1
+
+    async def claim_notice(self, follow_key: str, place: str) -> bool:
+        """Claim the right to post the final notice of the follow's current load in ``place``.
+
+        True exactly once per (follow, place, invocation id), across processes. Post only after a True;
+        then :meth:`mark_notice_sent`, or :meth:`release_notice_claim` when posting failed.
+        """
+        return await self._run(self._claim_notice, follow_key, place)
+
+    def _claim_notice(self, follow_key: str, place: str) -> bool:
+        try:
+            with self._write() as conn:
+                inv = self._invocation(conn, follow_key)
+                conn.execute(insert(notices).values(follow_key=follow_key, place=place, invocation_id=inv,
+                                                    claimed_at=_utcnow()))
+        except IntegrityError:
+            return False
+        return True
+
+    @staticmethod
+    def _invocation(conn: Connection, follow_key: str) -> str:
+        inv = conn.execute(select(follows.c.invocation_id).where(follows.c.follow_key == follow_key)
+                           ).scalar_one_or_none()
+        return str(inv) if inv else ""
+
+    async def mark_notice_sent(self, follow_key: str, place: str, ts: str | None,
+                               at: datetime | None = None) -> bool:
+        """Record that the claimed notice was posted (``ts``: the Slack message ts)."""
+        at = _utcnow() if at is None else _aware(at, "at")
+        return await self._run(self._mark_notice_sent, follow_key, place, ts, at)
+
+    def _mark_notice_sent(self, follow_key: str, place: str, ts: str | None, at: datetime) -> bool:
+        with self._write() as conn:
+            inv = self._invocation(conn, follow_key)
+            return conn.execute(
+                update(notices).where(notices.c.follow_key == follow_key, notices.c.place == place,
+                                      notices.c.invocation_id == inv)
+                .values(sent_at=at, ts=ts)
+            ).rowcount == 1
+
+    async def notice_sent(self, follow_key: str, place: str) -> bool:
+        """True when the notice of the follow's current load was posted in ``place``."""
+        notice = await self.get_notice(follow_key, place)
+        return notice is not None and notice.sent_at is not None
+
+    async def get_notice(self, follow_key: str, place: str) -> Notice | None:
+        """The claim of the follow's current-load notice in ``place`` (claimed, maybe not sent), if any."""
+        return await self._run(self._get_notice, follow_key, place)
+
+    def _get_notice(self, follow_key: str, place: str) -> Notice | None:
+        with self._read() as conn:
+            inv = self._invocation(conn, follow_key)
+            row = conn.execute(select(notices).where(notices.c.follow_key == follow_key,
+                                                     notices.c.place == place,
+                                                     notices.c.invocation_id == inv)).first()
+        return None if row is None else Notice.model_validate(_row(row))
+
+    async def release_notice_claim(self, follow_key: str, place: str) -> bool:
+        """Give up an unsent claim (posting failed) so a retry may claim again; a sent one stays."""
+        return await self._run(self._release_notice, follow_key, place)
+
+    def _release_notice(self, follow_key: str, place: str) -> bool:
+        with self._write() as conn:
+            inv = self._invocation(conn, follow_key)
+            return conn.execute(
+                delete(notices).where(notices.c.follow_key == follow_key, notices.c.place == place,
+                                      notices.c.invocation_id == inv, notices.c.sent_at.is_(None))
+            ).rowcount == 1
+
+    # ---- watcher baseline ------------------------------------------------------------------------
+
+    async def get_watch(self, service: str, node: str) -> WatchState | None:
+        """What the watcher saw last for service@node, if anything."""
+        return await self._run(self._get_watch, service, node)
+
+    def _get_watch(self, service: str, node: str) -> WatchState | None:
+        with self._read() as conn:
+            row = conn.execute(select(watches).where(watches.c.service == service,
+                                                     watches.c.node == node)).first()
+        return None if row is None else WatchState.model_validate(_row(row))
+
+    async def set_watch(self, service: str, node: str, main_pid: int, started_at: datetime | None,
+                        n_restarts: int, active_state: str) -> None:
+        """Replace the watcher's baseline for service@node."""
+        values = {"main_pid": int(main_pid),
+                  "started_at": None if started_at is None else _aware(started_at, "started_at"),
+                  "n_restarts": int(n_restarts), "active_state": active_state, "updated_at": _utcnow()}
+        await self._run(self._upsert, watches, {"service": service, "node": node}, values)
+
+    # ---- helpers ---------------------------------------------------------------------------------
+
+    def _upsert(self, table: Table, key: dict[str, Any], values: dict[str, Any]) -> bool:
+        """UPDATE the row with ``key`` or INSERT it; True when inserted. Portable, race-safe."""
+        for attempt in range(2):
+            try:
+                with self._write() as conn:
+                    query = update(table).where(*(table.c[k] == v for k, v in key.items()))
+                    if conn.execute(query.values(**values)).rowcount == 1:
+                        return False
+                    conn.execute(insert(table).values(**key, **values))
+                    return True
+            except IntegrityError:
+                # Another process inserted the same key between our UPDATE and INSERT (PostgreSQL;
+                # SQLite's BEGIN IMMEDIATE serialises them): the UPDATE will find it now.
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def _retry_locked(fn: Callable[[], object], timeout_s: float) -> None:
+    """Run ``fn``, retrying while SQLite says the database is locked (first-open races)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fn()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
