@@ -7,12 +7,16 @@ serving traffic. Nothing leaves loopback; no config, Slack or GPU is needed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import getpass
+import os
 import re
 import socket
 import tempfile
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncssh
@@ -22,6 +26,9 @@ from config.models import BotConfig, Node, Service, StateSettings
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, QWEN_UNIT, NodeScenario, kimi_node, qwen_node
 from services.sim.sshserver import LoopbackSSH
+from services.store import Store
+
+SETTLE_S = 20.0
 
 
 def _free_port() -> int:
@@ -66,13 +73,28 @@ async def demo_cluster(
             bench_dir = (bench or {}).get(node_name)
             services.append(Service(name=service_name, node=node_name, unit=unit,
                                     bench_dir=sim.bench_dir if bench_dir == "auto" else bench_dir))
-        yield BotConfig(nodes=nodes, services=services, state=StateSettings(dir=str(workdir / "state")),
-                        source="(built-in demo cluster)")
+        config = BotConfig(nodes=nodes, services=services, state=StateSettings(dir=str(workdir / "state")),
+                           source="(built-in demo cluster)")
+        await _seed_history(config)
+        await asyncio.wait_for(_settle(sims, scenarios), SETTLE_S)
+        yield config
     finally:
         for server in servers:
             await server.stop()
         for sim in sims:
             await sim.stop()
+
+
+async def _seed_history(config: BotConfig) -> None:
+    """The demo's Kimi has loaded before (30m 02s), so ETAs and notices have a "last time" to use."""
+    os.makedirs(config.state.directory(), exist_ok=True)
+    store = Store(config.state.database_url())
+    try:
+        start = datetime.now(UTC) - timedelta(days=2)
+        await store.record_load("kimi", "gpu-a", "demo-previous-load", start, start + timedelta(seconds=1802),
+                                "ready", 1802.0)
+    finally:
+        await store.close()
 
 
 async def run_demo(question: str, as_json: bool) -> int:
@@ -84,3 +106,20 @@ async def run_demo(question: str, as_json: bool) -> int:
         ]
         async with demo_cluster(scenarios, Path(tmp), bench={"gpu-a": "auto"}) as config:
             return await ask(config, question, as_json)
+
+
+async def _settle(sims: list[SimNode], scenarios: list[tuple[str, str, NodeScenario, str]]) -> None:
+    """Wait until the scenario is in place: a load visibly in progress, a long-running server ready."""
+    for sim, (_, _, scenario, _) in zip(sims, scenarios, strict=True):
+        for u in scenario.units:
+            mid_load = u.profile.started_ago_s < u.profile.total_load_s()
+            await sim.wait_for(u.name, "loading" if mid_load else "ready", SETTLE_S)
+            # The progress line is what the answer's phase, progress bar and ETA come from.
+            if mid_load:
+                await asyncio.to_thread(_wait_for_text, sim.journal_path(), "Completed |", SETTLE_S)
+
+
+def _wait_for_text(path: Path, text: str, limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while text not in path.read_text(errors="replace") and time.monotonic() < deadline:
+        time.sleep(0.05)

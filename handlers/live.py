@@ -22,9 +22,12 @@ async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
             continue
         typical = sorted(history)[len(history) // 2]
         elapsed = (now - st.since).total_seconds()
-        if st.eta_basis == "shard_rate" and st.eta_seconds is not None:
+        from_history = max(0.0, typical - elapsed)
+        # History covers the whole load (weights, KV cache, graphs); the shard rate only the weights,
+        # so it wins only when this load is running slower than the previous ones.
+        if st.eta_basis == "shard_rate" and st.eta_seconds is not None and st.eta_seconds > from_history:
             continue
-        st.eta_seconds, st.eta_basis = max(0.0, typical - elapsed), "history"
+        st.eta_seconds, st.eta_basis = from_history, "history"
 
 
 async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:

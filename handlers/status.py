@@ -46,7 +46,8 @@ def status_sections(st: ServiceState, ctx: Context) -> list[Section]:
         if st.since is not None:
             fields.append(("elapsed", fmt_duration((now - st.since).total_seconds())))
         if st.eta_seconds is not None:
-            basis = {"shard_rate": "from the shard rate", "history": "from previous loads of this service"}
+            basis = {"shard_rate": "from the shard rate — weights only, later phases not counted",
+                     "history": "from previous loads of this service"}
             fields.append(("ETA", f"{remaining(st.eta_seconds)} ({basis.get(st.eta_basis or '', 'estimate')})"))
         else:
             fields.append(("ETA", "unknown yet (no shard progress and no previous load on record)"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from handlers.common import STATE_STATUS, state_line, warnings_section, worst
 from handlers.context import Context, Request
-from handlers.live import snapshot_data
+from handlers.live import apply_history, snapshot_data
 from handlers.reply import Reply, Section
 from handlers.settings import node_error_sections
 from services import bench as bench_fmt
@@ -58,6 +58,7 @@ def throughput_sections(st: ServiceState, ctx: Context) -> list[Section]:
 async def handle(ctx: Context, req: Request) -> Reply:
     """Throughput of the targets."""
     snap = await ctx.cluster.snapshot(req.services, req.nodes, THROUGHPUT_PROBE)
+    await apply_history(ctx, snap.services)
     sections: list[Section] = []
     for st in snap.services:
         sections += throughput_sections(st, ctx)

@@ -1,0 +1,467 @@
+"""Following a load to its end, and noticing restarts nobody asked inferbot for.
+
+Business rules only (no Slack, no scheduler): a job calls :func:`poll_follow` every ``[watch] poll``
+and :func:`watch_node` every ``[watch] interval``. Everything they must remember lives in the store,
+so a bot that is killed mid-load and started again carries on where it was, and every final notice is
+posted exactly once per place: claim (an atomic insert) → post → mark sent; a failed post releases
+the claim so the next poll retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from config.models import Service
+from handlers.audit import record
+from handlers.common import PHASE_WORDS, fmt_duration, remaining
+from handlers.context import Context
+from handlers.live import apply_history
+from handlers.notify import Notifier, jobs_of
+from handlers.reply import Reply, Section
+from handlers.status import progress_bar
+from services.models import ServiceState
+from services.probe import ProbeOptions
+from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
+
+log = logging.getLogger("inferbot.follow")
+
+FOLLOW_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=0, http_timeout_s=3.0)
+FAIL_PROBE = ProbeOptions(gpus=False, journal_lines=400, log_lines=20, http_timeout_s=3.0)
+WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)
+PROGRESS_MIN_INTERVAL_S = 15.0
+"""The progress message is edited at most this often (or when the phase changes): Slack's
+``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
+STOPPED_GRACE_S = 5.0
+"""A unit seen stopped this soon after the start is between ``stop`` and ``start``, not failed."""
+CLAIM_STALE_S = 120.0
+"""A notice claimed but not marked sent for this long belongs to a process that died mid-post."""
+LOCK_MARGIN_S = 900.0
+
+# Process-local pacing of progress edits: (monotonic time of the last edit, phase, invocation).
+_last_progress: dict[str, tuple[float, str | None, str | None]] = {}
+
+
+def follow_key(service: str, node: str) -> str:
+    """The follow key (and job id suffix) of service@node."""
+    return f"{service}@{node}"
+
+
+def lock_name(service: str, node: str) -> str:
+    """The in-flight restart lock of service@node."""
+    return f"restart:{service}@{node}"
+
+
+def lock_ttl(ctx: Context) -> float:
+    """How long a restart lock lives: the longest load plus a margin, so a dead bot's lock expires."""
+    return ctx.config.watch.max_load + LOCK_MARGIN_S
+
+
+def _store(ctx: Context) -> Store:
+    if ctx.store is None:
+        raise RuntimeError("following a load needs the state store")
+    return ctx.store
+
+
+def _service(ctx: Context, name: str, node: str) -> Service | None:
+    for s in ctx.config.services:
+        if s.name == name and s.node == node:
+            return s
+    return None
+
+
+def hhmm(at: datetime) -> str:
+    """``13:22 UTC``."""
+    return f"{at.astimezone(UTC):%H:%M} UTC"
+
+
+@dataclass
+class FollowStatus:
+    """What one poll saw: whether the follow is over, how, and a line for a live terminal display."""
+
+    key: str
+    finished: bool
+    outcome: str | None = None
+    state: ServiceState | None = None
+    line: str = ""
+    pending_notices: bool = False
+
+
+async def start_follow(
+    ctx: Context,
+    service: Service,
+    reason: FollowReason,
+    started_at: datetime,
+    invocation_id: str | None = None,
+    thread_channel: str | None = None,
+    thread_ts: str | None = None,
+    request_id: str | None = None,
+) -> Follow:
+    """Record a load to follow and schedule its polling (when a scheduler is running)."""
+    key = follow_key(service.name, service.node)
+    _last_progress.pop(key, None)
+    f = await _store(ctx).upsert_follow(
+        key, service.name, service.node, service.unit, invocation_id, started_at, reason,
+        thread_channel=thread_channel, thread_ts=thread_ts, progress_message_ts=None, request_id=request_id,
+    )
+    jobs = jobs_of(ctx)
+    if jobs is not None:
+        jobs.follow(key)
+    return f
+
+
+async def _update_follow(store: Store, f: Follow, **changes: object) -> Follow:
+    fields = {"invocation_id": f.invocation_id, "thread_channel": f.thread_channel, "thread_ts": f.thread_ts,
+              "progress_message_ts": f.progress_message_ts, "request_id": f.request_id}
+    fields.update(changes)
+    return await store.upsert_follow(
+        f.key, f.service, f.node, f.unit, fields["invocation_id"], f.started_at, f.reason,  # type: ignore[arg-type]
+        thread_channel=fields["thread_channel"], thread_ts=fields["thread_ts"],  # type: ignore[arg-type]
+        progress_message_ts=fields["progress_message_ts"], request_id=fields["request_id"],  # type: ignore[arg-type]
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Exactly-once posting
+
+
+async def post_once(store: Store, key: str, place: str, notifier: Notifier, channel: str,
+                    thread_ts: str | None, reply: Reply, now: datetime) -> str | None:
+    """Post ``reply`` once for (follow ``key``, ``place``) across polls, restarts and replicas.
+
+    Returns "sent" when it is (now or already) posted, None when it must be retried later.
+    """
+    if await store.notice_sent(key, place):
+        return "sent"
+    if not await store.claim_notice(key, place):
+        claim = await store.get_notice(key, place)
+        if claim is None or claim.sent_at is not None:
+            return "sent" if claim is not None else None
+        if (now - claim.claimed_at).total_seconds() < CLAIM_STALE_S:
+            return None  # someone else is posting right now (or just crashed): look again next poll
+        # The claimer died between claiming and posting: take over.
+        await store.release_notice_claim(key, place)
+        if not await store.claim_notice(key, place):
+            return None
+    try:
+        ts = await notifier.post(channel, thread_ts, reply)
+    except Exception:
+        log.warning("posting the %s notice of %s failed; will retry", place, key, exc_info=True)
+        await store.release_notice_claim(key, place)
+        return None
+    await store.mark_notice_sent(key, place, ts)
+    return "sent"
+
+
+# ------------------------------------------------------------------------------------------------
+# Words
+
+
+def ready_notice(f: Follow, duration_s: float, previous_s: float | None) -> Reply:
+    """``✅ kimi on gpu-a is ready — loaded in 29m 14s (last time 30m 02s)``."""
+    body = f"{f.service} on {f.node} is ready — loaded in {fmt_duration(duration_s)}"
+    if previous_s is not None:
+        body += f" (last time {fmt_duration(previous_s)})"
+    return Reply(intent="notice", title=body, status="ok",
+                 data={"notice": f"✅ {body}", "kind": "ready", "service": f.service, "node": f.node,
+                       "duration_s": round(duration_s, 1), "previous_s": previous_s})
+
+
+def failed_notice(f: Follow, reason: str, st: ServiceState | None, timed_out: bool = False) -> Reply:
+    """``❌ kimi on gpu-a failed — <reason>``, with the last journal lines and what to try."""
+    body = f"{f.service} on {f.node} failed — {reason}"
+    sections = []
+    if st is not None and st.logs:
+        sections.append(Section(kind="code", title="Last journal lines", text="\n".join(st.logs[-20:])))
+    tries = [f"`logs {f.service}` for the whole story", f"`gpus on {f.node}` — leftover processes may hold memory",
+             f"`status {f.service}`"]
+    if timed_out:
+        tries.insert(0, "it may still be loading: compare with earlier loads (`history " + f.service + "`)")
+    else:
+        tries.append(f"fix the cause, then `restart {f.service}`")
+    sections.append(Section(kind="text", title="What to try", text="; ".join(tries)))
+    return Reply(intent="notice", title=body, status="error", sections=sections,
+                 data={"notice": f"❌ {body}", "kind": "timeout" if timed_out else "failed",
+                       "service": f.service, "node": f.node, "reason": reason})
+
+
+def unplanned_notice(f: Follow) -> Reply:
+    """``⚠️ kimi on gpu-a restarted (not by inferbot) at 13:26``."""
+    body = f"{f.service} on {f.node} restarted (not by inferbot) at {hhmm(f.started_at)}"
+    return Reply(intent="notice", title=body, status="warn",
+                 sections=[Section(kind="context", text="I'll follow the load and say here when it is done.")],
+                 data={"notice": f"⚠️ {body}", "kind": "unplanned", "service": f.service, "node": f.node})
+
+
+def progress_text(f: Follow, st: ServiceState | None, now: datetime) -> str:
+    """One line: phase, shard bar, elapsed, ETA."""
+    elapsed = fmt_duration((now - f.started_at).total_seconds())
+    if st is None:
+        return f"{f.service} on {f.node}: waiting — elapsed {elapsed}"
+    parts = [f"{f.service} on {f.node}: "]
+    if st.state == "unreachable":
+        parts.append(f"node unreachable ({st.reason})")
+    elif st.phase:
+        parts.append(PHASE_WORDS.get(st.phase, st.phase))
+    else:
+        parts.append(st.state)
+    if st.progress:
+        parts.append(f" {progress_bar(float(st.progress['fraction']))} "
+                     f"{int(st.progress['done'])}/{int(st.progress['total'])} shards")
+    parts.append(f" — elapsed {elapsed}")
+    if st.eta_seconds is not None:
+        parts.append(f", {remaining(st.eta_seconds)}")
+    return "".join(parts)
+
+
+def _progress_reply(f: Follow, text: str, status: str = "loading") -> Reply:
+    return Reply(intent="notice", title=text, status=status,  # type: ignore[arg-type]
+                 data={"notice": text, "kind": "progress", "service": f.service, "node": f.node})
+
+
+# ------------------------------------------------------------------------------------------------
+# One poll of a followed load
+
+
+def _outcome(st: ServiceState, f: Follow, now: datetime, max_load: float) -> tuple[LoadOutcome, str] | None:
+    """The final outcome this probe shows, or None while the load goes on."""
+    elapsed = (now - f.started_at).total_seconds()
+    if st.state == "ready":
+        # TODO: when the service has api_key_env set and the variable exists, also require the model in
+        # /v1/models (needs the key sent from the node without putting it on a command line).
+        return "ready", ""
+    if st.state in ("failed", "unhealthy"):
+        return "failed", st.reason or st.state
+    if st.state == "stopped" and elapsed > STOPPED_GRACE_S:
+        return "failed", f"the unit is stopped ({st.reason or 'inactive'})"
+    if elapsed > max_load:
+        what = st.phase and PHASE_WORDS.get(st.phase) or st.state
+        return "timeout", f"timed out: not ready after {fmt_duration(max_load)} (still {what})"
+    return None
+
+
+def _load_id(f: Follow) -> str:
+    # Mirrors the store: an empty invocation id is recorded as "start:<started_at ISO>".
+    return f.invocation_id or f"start:{f.started_at.astimezone(UTC).isoformat()}"
+
+
+async def _decided(store: Store, f: Follow) -> LoadRecord | None:
+    """The outcome an earlier poll already recorded for this load (notices still to post)."""
+    last = await store.last_load(f.service, f.node)
+    if last is not None and last.invocation_id == _load_id(f):
+        return last
+    return None
+
+
+async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> Follow:
+    """Create or (paced) edit the one progress message in the thread."""
+    if not f.thread_channel:
+        return f
+    store = _store(ctx)
+    text = progress_text(f, st, now)
+    reply = _progress_reply(f, text)
+    last = _last_progress.get(f.key)
+    if f.progress_message_ts is None:
+        sent = await post_once(store, f.key, "progress", notifier, f.thread_channel, f.thread_ts, reply, now)
+        notice = await store.get_notice(f.key, "progress") if sent else None
+        if notice is not None and notice.ts:
+            await store.set_follow_message(f.key, notice.ts)
+            f = f.model_copy(update={"progress_message_ts": notice.ts})
+            _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
+        return f
+    if last is not None and last[1] == st.phase and time.monotonic() - last[0] < PROGRESS_MIN_INTERVAL_S:
+        return f
+    try:
+        await notifier.update(f.thread_channel, f.progress_message_ts, reply)
+        _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
+    except Exception:
+        log.warning("updating the progress message of %s failed", f.key, exc_info=True)
+    return f
+
+
+async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: datetime) -> Follow:
+    """The ⚠️ notice of an unplanned restart (once), whose thread then carries the progress message."""
+    channel = ctx.config.notify.channel
+    if f.reason != "unplanned" or not channel or f.thread_ts:
+        return f
+    store = _store(ctx)
+    sent = await post_once(store, f.key, "unplanned", notifier, channel, None, unplanned_notice(f), now)
+    notice = await store.get_notice(f.key, "unplanned") if sent else None
+    if notice is not None and notice.ts:
+        f = await _update_follow(store, f, thread_channel=channel, thread_ts=notice.ts)
+    return f
+
+
+def _stop(ctx: Context, key: str) -> None:
+    _last_progress.pop(key, None)
+    jobs = jobs_of(ctx)
+    if jobs is not None:
+        jobs.stop_follow(key)
+
+
+async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatus:
+    """Probe the followed unit once; keep the progress message current; post final notices exactly once.
+
+    Returns the status; when ``finished`` the job has been removed (through ``Context.extras["jobs"]``).
+    """
+    store = _store(ctx)
+    f = await store.get_follow(key)
+    if f is None or not f.active:
+        _stop(ctx, key)
+        return FollowStatus(key, True, outcome=f.outcome if f else None)
+    service = _service(ctx, f.service, f.node)
+    if service is None:
+        await store.finish_follow(key, "gone")
+        _stop(ctx, key)
+        return FollowStatus(key, True, outcome="gone", line=f"{key} is no longer in the config")
+    node = ctx.config.node(f.node)
+    now = ctx.now()
+    f = await _post_unplanned(ctx, f, notifier, now)
+
+    decided = await _decided(store, f)
+    st: ServiceState | None = None
+    reason = ""
+    if decided is None:
+        snap = await ctx.cluster.snapshot([service], [node], FOLLOW_PROBE)
+        st = snap.services[0]
+        await apply_history(ctx, [st])
+        if st.state != "unreachable" and st.invocation_id and st.invocation_id != f.invocation_id:
+            # Unknown until now, or the unit started again (crash loop, restart by hand): this is the load.
+            f = await _update_follow(store, f, invocation_id=st.invocation_id)
+        found = _outcome(st, f, now, ctx.config.watch.max_load)
+        if found is None:
+            f = await _post_progress(ctx, f, st, notifier, now)
+            return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
+        outcome, reason = found
+        ready_at = now if outcome == "ready" else None
+        await store.record_load(f.service, f.node, f.invocation_id or "", f.started_at, ready_at, outcome,
+                                (now - f.started_at).total_seconds())
+        decided = await _decided(store, f)
+        if decided is None:  # pragma: no cover - the store just recorded it
+            return FollowStatus(key, False, state=st)
+    outcome = decided.outcome
+    if outcome == "ready":
+        durations = await store.load_durations(f.service, f.node, limit=2)
+        previous = durations[1] if len(durations) > 1 else None
+        notice = ready_notice(f, decided.duration_s, previous)
+    else:
+        detail = await ctx.cluster.snapshot([service], [node], FAIL_PROBE)
+        st = detail.services[0]
+        if not reason:
+            reason = st.reason or outcome
+            if outcome == "timeout":
+                reason = f"timed out: not ready after {fmt_duration(ctx.config.watch.max_load)}"
+        notice = failed_notice(f, reason, st, timed_out=outcome == "timeout")
+
+    pending = False
+    for place, channel, thread in _places(ctx, f):
+        if await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
+            pending = True
+    line = str(notice.data.get("notice", notice.title))
+    if pending:
+        return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
+    if await store.finish_follow(key, outcome, at=now):
+        await _finished(ctx, f, outcome, line, notifier, now)
+    _stop(ctx, key)
+    return FollowStatus(key, True, outcome=outcome, state=st, line=line)
+
+
+def _places(ctx: Context, f: Follow) -> list[tuple[str, str, str | None]]:
+    """Where the final notice goes: the thread the restart was asked in, and the notify channel."""
+    out: list[tuple[str, str, str | None]] = []
+    if f.reason == "restart" and f.thread_channel:
+        out.append(("thread", f.thread_channel, f.thread_ts))
+    if ctx.config.notify.channel:
+        out.append(("notify", ctx.config.notify.channel, None))
+    return out
+
+
+async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: Notifier, now: datetime) -> None:
+    """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
+    store = _store(ctx)
+    if f.request_id:
+        await store.transition_request(f.request_id, {"running"}, "done" if outcome == "ready" else "failed",
+                                       None, now)
+        await store.release_lock(lock_name(f.service, f.node), f.request_id)
+    await record(ctx, f"load.{outcome}", f.service, f.node, line, request_id=f.request_id,
+                 who="inferbot", where=ctx.config.notify.channel or "inferbot")
+    fresh = await store.get_follow(f.key)
+    if fresh is not None and fresh.progress_message_ts and fresh.thread_channel:
+        took = fmt_duration((now - f.started_at).total_seconds())
+        word = {"ready": "load finished after", "failed": "load ended (failed) after",
+                "timeout": "stopped following after"}.get(outcome, "ended after")
+        text = f"{f.service} on {f.node}: {word} {took}"
+        try:
+            await notifier.update(fresh.thread_channel, fresh.progress_message_ts,
+                                  _progress_reply(f, text, "ok" if outcome == "ready" else "error"))
+        except Exception:
+            log.warning("final edit of the progress message of %s failed", f.key, exc_info=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# The unplanned-restart watcher
+
+
+async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[str]:
+    """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
+
+    Returns the follow keys it started. The first observation of a unit only records a baseline.
+    """
+    store = _store(ctx)
+    node = ctx.config.node(node_name)
+    services = [s for s in ctx.config.services if s.node == node_name]
+    if not services:
+        return []
+    report, states, _raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
+    if not report.ok:
+        return []
+    started: list[str] = []
+    now = ctx.now()
+    by_name = {s.name: s for s in services}
+    for st in states:
+        service = by_name.get(st.service)
+        if service is None or st.state == "unreachable":
+            continue
+        active_state = st.active.split(" ")[0] if st.active else ""
+        base = await store.get_watch(st.service, st.node)
+        await store.set_watch(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
+        if base is None:
+            continue
+        new_pid = st.main_pid != 0 and st.main_pid != base.main_pid
+        failed_now = active_state == "failed" and base.active_state != "failed"
+        more_restarts = st.restarts > base.n_restarts
+        if not (new_pid or failed_now or more_restarts):
+            continue
+        key = follow_key(st.service, st.node)
+        current = await store.get_follow(key)
+        if current is not None and current.active:
+            continue  # a load being followed already (ours, or one noticed earlier)
+        if await store.lock_holder(lock_name(st.service, st.node), now) is not None:
+            continue  # inferbot is restarting it right now
+        if current is not None and st.invocation_id and current.invocation_id == st.invocation_id:
+            # The load inferbot already followed has now failed (same invocation): say so once.
+            await _post_late_failure(ctx, current, st, notifier, now)
+            continue
+        at = st.since if st.since is not None and now - st.since < timedelta(hours=1) else now
+        await record(ctx, "restart.unplanned", st.service, st.node,
+                     f"MainPID {base.main_pid} → {st.main_pid}, NRestarts {base.n_restarts} → {st.restarts}, "
+                     f"{active_state}", who="unknown", where=node_name)
+        await start_follow(ctx, service, "unplanned", at, invocation_id=st.invocation_id or None)
+        started.append(key)
+    return started
+
+
+async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> None:
+    channel = ctx.config.notify.channel
+    if not channel:
+        return
+    reply = failed_notice(f, (st.reason or "the unit failed") + " (after it was ready; not by inferbot)", None)
+    await post_once(_store(ctx), f.key, f"failed-after-ready:{st.main_pid}:{st.restarts}", notifier,
+                    channel, None, reply, now)
+
+
+def reset_pacing() -> None:
+    """Forget progress pacing (tests, and a fresh start)."""
+    _last_progress.clear()

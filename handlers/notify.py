@@ -1,0 +1,134 @@
+"""How handlers speak outside a reply: post, update and ephemeral messages, and scheduling follow-ups.
+
+Handlers only see these protocols (injected through ``Context.extras``); ``bot/`` provides the Slack
+implementation (``bot/notifier_slack.py``) and the APScheduler one (``bot/scheduler.py``). The
+recording and printing notifiers here serve the terminal and the tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+
+from handlers.reply import Reply
+
+if TYPE_CHECKING:
+    from handlers.context import Context
+    from services.access import GroupLookup
+
+NOTIFIER = "notifier"
+JOBS = "jobs"
+GROUPS = "groups"
+"""Keys of ``Context.extras``."""
+
+
+class Notifier(Protocol):
+    """Where notices go. ``post`` returns the message ts (Slack) or a local id; it raises on failure."""
+
+    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str: ...
+    async def update(self, channel: str, ts: str, reply: Reply) -> None: ...
+    async def ephemeral(self, channel: str, user: str, text: str) -> None: ...
+
+
+class Jobs(Protocol):
+    """Scheduling of follow-ups (jobs take only ids, so they survive a restart of the bot)."""
+
+    def follow(self, key: str) -> None: ...
+    def stop_follow(self, key: str) -> None: ...
+    def expire(self, request_id: str, at: datetime) -> None: ...
+
+
+def notice_text(reply: Reply) -> str:
+    """The one-line notice a reply stands for (``data["notice"]`` when set, else the title)."""
+    return str(reply.data.get("notice") or reply.title)
+
+
+@dataclass
+class Posted:
+    """One message as a recording notifier keeps it."""
+
+    channel: str
+    thread_ts: str | None
+    ts: str
+    reply: Reply
+    updates: list[Reply] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """The current text (after updates)."""
+        return notice_text(self.updates[-1] if self.updates else self.reply)
+
+
+class RecordingNotifier:
+    """Keeps every message in memory; ``fail_next`` makes the next N posts raise (an outage)."""
+
+    def __init__(self) -> None:
+        self.posts: list[Posted] = []
+        self.ephemerals: list[tuple[str, str, str]] = []
+        self.fail_next = 0
+        self.failures = 0
+        self._ids = itertools.count(1)
+
+    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str:
+        """Record a post (or fail, when an outage is being simulated)."""
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            self.failures += 1
+            raise ConnectionError("simulated outage")
+        ts = f"{1700000000 + next(self._ids)}.000100"
+        self.posts.append(Posted(channel=channel, thread_ts=thread_ts, ts=ts, reply=reply))
+        return ts
+
+    async def update(self, channel: str, ts: str, reply: Reply) -> None:
+        """Record an update of an earlier post."""
+        for p in self.posts:
+            if p.ts == ts and p.channel == channel:
+                p.updates.append(reply)
+                return
+        self.posts.append(Posted(channel=channel, thread_ts=None, ts=ts, reply=reply, updates=[reply]))
+
+    async def ephemeral(self, channel: str, user: str, text: str) -> None:
+        """Record an ephemeral message."""
+        self.ephemerals.append((channel, user, text))
+
+    def texts(self, channel: str | None = None, thread_ts: str | None = None) -> list[str]:
+        """Current texts of posts, optionally only in ``channel`` / ``thread_ts``."""
+        return [p.text for p in self.posts
+                if (channel is None or p.channel == channel) and (thread_ts is None or p.thread_ts == thread_ts)]
+
+
+class PrintNotifier(RecordingNotifier):
+    """The terminal's notifier: records like the recording one and prints each notice as a line."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        super().__init__()
+        self._out = out or sys.stdout
+
+    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str:
+        """Print the notice line."""
+        ts = await super().post(channel, thread_ts, reply)
+        print(notice_text(reply), file=self._out, flush=True)
+        return ts
+
+
+def notifier_of(ctx: Context) -> Notifier | None:
+    """The notifier injected into ``ctx`` (None when the front end has none)."""
+    n: Any = ctx.extras.get(NOTIFIER)
+    return n  # type: ignore[no-any-return]
+
+
+def jobs_of(ctx: Context) -> Jobs | None:
+    """The job scheduler injected into ``ctx`` (None outside ``serve``)."""
+    j: Any = ctx.extras.get(JOBS)
+    return j  # type: ignore[no-any-return]
+
+
+def groups_of(ctx: Context) -> GroupLookup:
+    """The user-group lookup injected into ``ctx`` (no groups when none was given)."""
+    from services.access import NoGroups
+
+    g: Any = ctx.extras.get(GROUPS)
+    return g if g is not None else NoGroups()  # type: ignore[no-any-return]

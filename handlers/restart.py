@@ -1,0 +1,403 @@
+"""The restart conversation: request → checks → impact → confirmation → exactly one execution.
+
+Order of checks (each refusal is answered with its reason and audited):
+1. who and where (``[access]``, per service ``[services.access]``);
+2. state: node reachable, no restart of this service in flight (a store lock that outlives the bot and
+   expires), cooldown since the last restart unless ``force`` (recorded as forced);
+3. impact, shown before anyone confirms.
+
+The confirmation is a request row in the store; every click is a compare-and-set on its state, so a
+redelivered click, two people clicking at once or two replicas of the bot run the restart at most once.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from config.models import AccessPolicy, Service
+from handlers.audit import record
+from handlers.common import fmt_duration, state_line
+from handlers.context import Context, Request
+from handlers.follow import hhmm, lock_name, lock_ttl, start_follow
+from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
+from handlers.reply import Action, Reply, Section
+from services.access import check_restart_access, check_second_person
+from services.models import ServiceState
+from services.probe import ProbeOptions
+from services.restart_exec import RestartResult, build_restart_command, execute_restart
+from services.store import RestartRequest, Store
+
+IMPACT_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=1, http_timeout_s=3.0)
+CONFIRM = "restart_confirm"
+CANCEL = "restart_cancel"
+
+
+@dataclass
+class ActionOutcome:
+    """What a click leads to: a new text for the confirmation message, and/or a word to the clicker."""
+
+    message: Reply | None = None  # rewrite the confirmation message with this (None: leave it as it is)
+    ephemeral: str | None = None  # tell only the person who clicked
+    executed: bool = False  # this click ran the restart command
+
+
+def new_request_id() -> str:
+    """A request id that is unguessable enough to be a button value."""
+    return "r-" + secrets.token_hex(6)
+
+
+def _store(ctx: Context) -> Store:
+    if ctx.store is None:
+        raise RuntimeError("restarts need the state store ([state] dir or url)")
+    return ctx.store
+
+
+def _refusal(title: str, text: str, data: dict[str, object], how: str | None = None) -> Reply:
+    sections = [Section(kind="text", text=text)]
+    if how:
+        sections.append(Section(kind="code", title="To allow it, an operator adds to the config", text=how))
+    return Reply(intent="restart", ok=False, title=title, status="error", sections=sections,
+                 data={"refused": True, "reason": text, **data}, error=text)
+
+
+def find_service(ctx: Context, name: str, node: str) -> Service | None:
+    """The configured service ``name`` on ``node``."""
+    for s in ctx.config.services:
+        if s.name == name and s.node == node:
+            return s
+    return None
+
+
+async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str | None, ServiceState | None]:
+    """Node reachable, nothing in flight, cooldown: the first refusal reason (or None) and the state seen."""
+    store = _store(ctx)
+    now = ctx.now()
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], IMPACT_PROBE)
+    st = snap.services[0] if snap.services else None
+    report = snap.nodes[0] if snap.nodes else None
+    if report is not None and not report.ok:
+        why = report.error.reason if report.error else "no answer"
+        return f"refused: node {service.node} is unreachable — {why}", st
+    holder = await store.lock_holder(lock_name(service.name, service.node), now)
+    if holder is not None:
+        return (f"refused: another restart of {service.name} on {service.node} is in flight (request {holder}); "
+                f"wait for its ready or failed notice"), st
+    cooldown = ctx.config.access_for(service).cooldown
+    if cooldown > 0 and not force:
+        last = await store.last_restart_record(service.name, service.node)
+        if last is not None:
+            since = (now - last.at).total_seconds()
+            if since < cooldown:
+                by = f" by {_mention(last.by)}" if last.by else ""
+                return (f"refused: cooldown — {service.name} on {service.node} was restarted {fmt_duration(since)} "
+                        f"ago{by}; wait {fmt_duration(cooldown - since)} or ask with `force` "
+                        f"(`restart {service.name} force`, recorded as forced)"), st
+    return None, st
+
+
+def _mention(who: str | None) -> str:
+    if who and who[:1] in ("U", "W"):
+        return f"<@{who}>"
+    return who or "someone"
+
+
+async def impact(ctx: Context, service: Service, st: ServiceState | None) -> tuple[list[tuple[str, str]], str, dict[
+        str, object]]:
+    """The plan as fields, the unavailability sentence, and the same facts as data."""
+    store = _store(ctx)
+    fields: list[tuple[str, str]] = [("node", service.node), ("unit", service.unit)]
+    data: dict[str, object] = {"node": service.node, "unit": service.unit}
+    if st is not None:
+        fields.append(("current state", state_line(st, ctx.now()).replace("\n", "; ")))
+        data["state"] = st.state
+        t = st.throughput
+        if t is not None and t.running is not None:
+            fields.append(("requests", f"{t.running} running, {t.waiting or 0} waiting — they will be cut off"))
+            data["running"], data["waiting"] = t.running, t.waiting or 0
+        else:
+            fields.append(("requests", "unknown (no /metrics answer)"))
+    durations = await store.load_durations(service.name, service.node, limit=1)
+    if durations:
+        prev = durations[0]
+        fields.append(("previous load", fmt_duration(prev)))
+        unavailable = f"the service will be unavailable ~{max(1, round(prev / 60))} min"
+        data["previous_load_s"] = round(prev, 1)
+    else:
+        unavailable = "the service will be unavailable until it has loaded again (no previous load on record)"
+        data["previous_load_s"] = None
+    command = build_restart_command(ctx.config.access_for(service), service)
+    fields.append(("command", f"`{command}`"))
+    data["command"] = command
+    return fields, unavailable, data
+
+
+async def handle(ctx: Context, req: Request) -> Reply:
+    """A restart request: checks, impact, and a confirmation with two buttons."""
+    force = bool(req.args.get("force"))
+    names = sorted({f"{s.name}@{s.node}" for s in req.services})
+    if len(req.services) != 1:
+        known = ", ".join(sorted({s.name for s in ctx.config.services})) or "none"
+        text = ("refused: name exactly one service to restart, e.g. `restart kimi` "
+                f"(you named {', '.join(names) or 'none'}; known: {known})")
+        if len(req.services) > 1 and len({s.name for s in req.services}) == 1:
+            text = (f"refused: {req.services[0].name} runs on {', '.join(s.node for s in req.services)}; "
+                    f"say which: `restart {req.services[0].name} on {req.services[0].node}`")
+        await record(ctx, "restart.refused", None, None, text)
+        return _refusal("Restart refused", text, {"services": names})
+    service = req.services[0]
+    if ctx.store is None:
+        return _refusal("Restart refused", "refused: no state database is configured ([state] dir or url)", {})
+    policy = ctx.config.access_for(service)
+    decision = await check_restart_access(policy, ctx.asker, groups_of(ctx), service.name)
+    base = {"service": service.name, "node": service.node}
+    if not decision.allowed:
+        text = f"not allowed: {decision.reason}"
+        await record(ctx, "restart.refused", service.name, service.node, text)
+        return _refusal(f"Restart of {service.name} not allowed", text, base, decision.how_to_allow)
+    if ctx.asker.surface != "slack":
+        text = f"refused: from the terminal, use `inferbot restart {service.name}` (it asks you to type the name back)"
+        return _refusal("Restart refused", text, base)
+    refusal, st = await state_checks(ctx, service, force)
+    if refusal is not None:
+        await record(ctx, "restart.refused", service.name, service.node, refusal)
+        return _refusal(f"Restart of {service.name} refused", refusal, base)
+
+    fields, unavailable, facts = await impact(ctx, service, st)
+    now = ctx.now()
+    request_id = new_request_id()
+    expires = now + timedelta(seconds=policy.confirm_ttl)
+    await _store(ctx).create_request(
+        request_id, service.name, service.node, service.unit, ctx.asker.user_id, ctx.asker.channel_id,
+        ctx.asker.thread_ts, now, expires, force,
+    )
+    jobs = jobs_of(ctx)
+    if jobs is not None:
+        jobs.expire(request_id, expires)
+    detail = f"asked to restart; {unavailable}" + ("; FORCED past the cooldown" if force else "")
+    await record(ctx, "restart.requested", service.name, service.node, detail, request_id=request_id)
+    who = _mention(ctx.asker.user_id)
+    text = f"{who} asked to restart *{service.name}* on *{service.node}* — {unavailable}."
+    if force:
+        text += " Forced: the cooldown is skipped (recorded as forced)."
+    rule = " — and not the person who asked (two-person rule)" if policy.require_second_person else ""
+    ttl = fmt_duration(policy.confirm_ttl)
+    sections = [
+        Section(kind="text", text=text),
+        Section(kind="fields", fields=fields),
+        Section(kind="context", text=f"Only people allowed to restart may confirm{rule}. "
+                                     f"This request expires in {ttl} (at {hhmm(expires)})."),
+    ]
+    actions = [
+        Action(action_id=CONFIRM, text=f"Restart {service.name}", value=request_id, style="danger"),
+        Action(action_id=CANCEL, text="Cancel", value=request_id),
+    ]
+    data = {"request_id": request_id, **base, **facts, "force": force, "expires_at": expires.isoformat(),
+            "unavailable": unavailable, "requested_by": ctx.asker.user_id,
+            "require_second_person": policy.require_second_person}
+    return Reply(intent="restart", title=f"Restart {service.name} on {service.node}?", status="warn",
+                 sections=sections, actions=actions, data=data)
+
+
+# ------------------------------------------------------------------------------------------------
+# Clicks
+
+
+def message_reply(req: RestartRequest, text: str, status: str, extra: list[Section] | None = None) -> Reply:
+    """The confirmation message rewritten (no buttons) to say what happened."""
+    sections = [Section(kind="context", text=f"Restart of {req.service} on {req.node} ({req.unit}), "
+                                             f"asked by {_mention(req.requested_by)} — request {req.id}")]
+    return Reply(intent="restart", title=text, status=status, sections=sections + (extra or []),  # type: ignore[arg-type]
+                 data={"notice": text, "request_id": req.id, "service": req.service, "node": req.node})
+
+
+def _said(req: RestartRequest) -> tuple[str, str, str]:
+    """(message text, status, refusal to the clicker) for a request that is no longer pending."""
+    at = hhmm(req.confirmed_at) if req.confirmed_at else "?"
+    if req.state in ("confirmed", "running", "done", "failed") and req.confirmed_by:
+        text = f"Restart confirmed by {_mention(req.confirmed_by)} at {at}"
+        return text, "ok", f"refused: already confirmed by {_mention(req.confirmed_by)} at {at}"
+    if req.state == "cancelled":
+        text = f"Cancelled by {_mention(req.state_by)}"
+        return text, "info", f"refused: this request was cancelled by {_mention(req.state_by)}"
+    if req.state == "expired":
+        return "Expired — ask again", "info", "refused: this request expired — ask again"
+    return f"Request {req.state}", "info", f"refused: this request is {req.state}"
+
+
+async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutcome:
+    """A click on ``restart_confirm`` or ``restart_cancel`` (the button's value is the request id)."""
+    store = _store(ctx)
+    now = ctx.now()
+    who = ctx.asker.user_id
+    req = await store.get_request(request_id)
+    if req is None:
+        return ActionOutcome(ephemeral="refused: I don't know this restart request")
+    service = find_service(ctx, req.service, req.node)
+    if service is None:
+        return ActionOutcome(ephemeral=f"refused: {req.service} on {req.node} is no longer in the config")
+    policy = ctx.config.access_for(service)
+    decision = await check_restart_access(policy, ctx.asker, groups_of(ctx), service.name)
+    if not decision.allowed:
+        await record(ctx, "restart.click_refused", req.service, req.node, f"{action_id}: not allowed: {decision.reason}",
+                     request_id=req.id)
+        return ActionOutcome(ephemeral=f"not allowed: {decision.reason}")
+    if req.state == "pending" and now >= req.expires_at:
+        return await _expire_now(ctx, req, who, now)
+    if req.state != "pending":
+        return await _refuse_used(ctx, req, action_id)
+    if action_id == CANCEL:
+        if not await store.transition_request(req.id, {"pending"}, "cancelled", who, now):
+            return await _lost_race(ctx, req.id, action_id, who, now)
+        await record(ctx, "restart.cancelled", req.service, req.node, "cancelled", request_id=req.id)
+        return ActionOutcome(message=message_reply(req, f"Cancelled by {_mention(who)}", "info"))
+    if action_id != CONFIRM:
+        return ActionOutcome(ephemeral=f"refused: unknown action {action_id}")
+    second = check_second_person(policy, req.requested_by, who)
+    if not second.allowed:
+        await record(ctx, "restart.click_refused", req.service, req.node, f"not allowed: {second.reason}",
+                     request_id=req.id)
+        return ActionOutcome(ephemeral=f"not allowed: {second.reason}")
+    if not await store.transition_request(req.id, {"pending"}, "confirmed", who, now):
+        return await _lost_race(ctx, req.id, action_id, who, now)
+    await record(ctx, "restart.confirmed", req.service, req.node,
+                 "confirmed" + (" (forced past the cooldown)" if req.force else ""), request_id=req.id)
+    return await run_confirmed(ctx, req, service, policy, who, now)
+
+
+async def _refuse_used(ctx: Context, req: RestartRequest, action_id: str) -> ActionOutcome:
+    text, status, refusal = _said(req)
+    await record(ctx, "restart.click_refused", req.service, req.node, f"{action_id}: {refusal}", request_id=req.id)
+    # Final states have a stable message; while confirmed/running the winner is still rewriting it.
+    final = req.state in ("cancelled", "expired", "refused")
+    return ActionOutcome(message=message_reply(req, text, status) if final else None, ephemeral=refusal)
+
+
+async def _lost_race(ctx: Context, request_id: str, action_id: str, who: str | None, now: datetime) -> ActionOutcome:
+    fresh = await _store(ctx).get_request(request_id)
+    if fresh is None:
+        return ActionOutcome(ephemeral="refused: I don't know this restart request")
+    if fresh.state == "pending" and now >= fresh.expires_at:
+        return await _expire_now(ctx, fresh, who, now)
+    return await _refuse_used(ctx, fresh, action_id)
+
+
+async def _expire_now(ctx: Context, req: RestartRequest, who: str | None, now: datetime) -> ActionOutcome:
+    if await _store(ctx).transition_request(req.id, {"pending"}, "expired", None, now):
+        await record(ctx, "restart.expired", req.service, req.node, "expired before anyone confirmed",
+                     request_id=req.id, who="inferbot")
+    return ActionOutcome(message=message_reply(req, "Expired — ask again", "info"),
+                         ephemeral="refused: this request expired — ask again")
+
+
+async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, policy: AccessPolicy,
+                        who: str | None, now: datetime) -> ActionOutcome:
+    """The one winner of the confirmation: lock, re-check, execute once, start following the load."""
+    store = _store(ctx)
+    lock = lock_name(service.name, service.node)
+
+    async def give_up(reason: str) -> ActionOutcome:
+        await store.transition_request(req.id, {"confirmed"}, "failed", who, now)
+        await record(ctx, "restart.refused", service.name, service.node, reason, request_id=req.id)
+        return ActionOutcome(message=message_reply(req, reason, "error"), ephemeral=reason)
+
+    if not await store.acquire_lock(lock, req.id, lock_ttl(ctx), now):
+        holder = await store.lock_holder(lock, now)
+        return await give_up(f"refused: another restart of {service.name} on {service.node} is in flight "
+                             f"(request {holder})")
+    refusal, _st = await state_checks_after_lock(ctx, service, req.force, req.id)
+    if refusal is not None:
+        await store.release_lock(lock, req.id)
+        return await give_up(refusal)
+    if not await store.transition_request(req.id, {"confirmed"}, "running", who, now):
+        await store.release_lock(lock, req.id)
+        return ActionOutcome(ephemeral="refused: this request changed state meanwhile")
+    result = await execute_restart(ctx.cluster.pool, ctx.config.node(service.node), service, policy)
+    started = ctx.now()
+    if result.unreachable is None:
+        await store.record_restart(service.name, service.node, now, who, req.force)
+    await record(ctx, "restart.executed", service.name, service.node, _exec_detail(result, req.force),
+                 request_id=req.id)
+    confirmed = f"Restart confirmed by {_mention(who)} at {hhmm(now)}"
+    if not result.ok:
+        await store.transition_request(req.id, {"running"}, "failed", who, started)
+        await store.release_lock(lock, req.id)
+        text = f"❌ {service.name} on {service.node} failed to restart — {result.summary()}"
+        extra = _exec_sections(result)
+        await _notify_failure(ctx, text, extra)
+        return ActionOutcome(message=message_reply(req, f"{confirmed} — {text}", "error", extra), executed=True)
+    await start_follow(ctx, service, "restart", now, invocation_id=result.invocation_id or None,
+                       thread_channel=req.channel, thread_ts=req.thread_ts or req.message_ts, request_id=req.id)
+    return ActionOutcome(message=message_reply(req, f"{confirmed} — restarting…", "loading"), executed=True)
+
+
+async def state_checks_after_lock(ctx: Context, service: Service, force: bool,
+                                  request_id: str) -> tuple[str | None, None]:
+    """Re-check the cooldown with the lock held (someone may have restarted while this waited)."""
+    store = _store(ctx)
+    cooldown = ctx.config.access_for(service).cooldown
+    if cooldown > 0 and not force:
+        last = await store.last_restart_record(service.name, service.node)
+        if last is not None:
+            since = (ctx.now() - last.at).total_seconds()
+            if since < cooldown:
+                return (f"refused: cooldown — {service.name} on {service.node} was restarted {fmt_duration(since)} "
+                        f"ago; wait {fmt_duration(cooldown - since)} or ask with `force`"), None
+    return None, None
+
+
+def _exec_detail(result: RestartResult, forced: bool) -> str:
+    parts = [f"`{result.command}`", f"exit {result.exit_status}"]
+    if result.unreachable:
+        parts.append(f"unreachable: {result.unreachable}")
+    if result.start_limit_hit:
+        parts.append("start-limit-hit")
+    if result.stderr.strip():
+        parts.append("stderr: " + result.stderr.strip().splitlines()[-1][:300])
+    if result.main_pid:
+        parts.append(f"new MainPID {result.main_pid}")
+    if forced:
+        parts.append("forced")
+    return "; ".join(parts)
+
+
+def _exec_sections(result: RestartResult) -> list[Section]:
+    out: list[Section] = []
+    if result.stderr.strip():
+        out.append(Section(kind="code", title="stderr (redacted)", text=result.stderr.strip()))
+    if result.fix:
+        out.append(Section(kind="text", title="Fix", text=result.fix))
+    return out
+
+
+async def _notify_failure(ctx: Context, text: str, extra: list[Section]) -> None:
+    channel = ctx.config.notify.channel
+    notifier = notifier_of(ctx)
+    if not channel or notifier is None:
+        return
+    try:
+        await notifier.post(channel, None, Reply(intent="notice", title=text.removeprefix("❌ "), status="error",
+                                                 sections=extra, data={"notice": text, "kind": "failed"}))
+    except Exception:  # the message in the thread says it already
+        pass
+
+
+async def expire_request(ctx: Context, request_id: str, notifier: Notifier | None) -> bool:
+    """At expiry: move a still-pending request to expired and rewrite its message. True when it expired."""
+    store = _store(ctx)
+    req = await store.get_request(request_id)
+    if req is None or req.state != "pending":
+        return False
+    now = max(ctx.now(), req.expires_at)
+    if not await store.transition_request(req.id, {"pending"}, "expired", None, now):
+        return False
+    await record(ctx, "restart.expired", req.service, req.node, "expired before anyone confirmed",
+                 request_id=req.id, who="inferbot", where=req.channel or "inferbot")
+    if notifier is not None and req.message_channel and req.message_ts:
+        try:
+            await notifier.update(req.message_channel, req.message_ts, message_reply(req, "Expired — ask again",
+                                                                                      "info"))
+        except Exception:  # the state is right; only the rewrite failed
+            pass
+    return True
