@@ -134,9 +134,11 @@ discover() {
         grep -v '@\.service$' | sort -u)
   [ -n "$us" ] || return 0
   # shellcheck disable=SC2086 -- unit names from systemd itself, split on purpose
-  systemctl show -p Id,ExecStart -- $us 2>/dev/null | awk '
-    /^Id=/{id=substr($0,4)} /^ExecStart=/ && /vllm/ {hit[id]=1} /^Id=.*vllm/ {hit[substr($0,4)]=1}
-    END{for(k in hit) print k}' | sort
+  # One paragraph per unit; properties come in D-Bus order (ExecStart before Id), so judge whole blocks.
+  systemctl show -p Id,ExecStart -- $us 2>/dev/null | awk 'BEGIN{RS=""} {
+    id=""; hit=0; n=split($0, L, "\n")
+    for(i=1;i<=n;i++){ if(L[i] ~ /^Id=/) id=substr(L[i],4); if(L[i] ~ /^ExecStart=/ && L[i] ~ /vllm/) hit=1 }
+    if(id ~ /vllm/) hit=1; if(hit && id!="") print id }' | sort -u
 }
 """
 
