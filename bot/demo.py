@@ -100,9 +100,12 @@ async def _seed_history(config: BotConfig) -> None:
 async def run_demo(question: str, as_json: bool) -> int:
     """Answer ``question`` on the demo cluster and print it like ``inferbot ask``."""
     with tempfile.TemporaryDirectory(prefix="inferbot-demo-") as tmp:
+        qwen = qwen_node(port=_free_port())
+        # vLLM logs its stats line every 10 s by default; 2 s keeps the demo quick.
+        qwen.units[0].profile.stats_interval_s = 2.0
         scenarios = [
             ("gpu-a", "kimi", kimi_node(port=_free_port()), KIMI_UNIT),
-            ("gpu-b", "qwen", qwen_node(port=_free_port()), QWEN_UNIT),
+            ("gpu-b", "qwen", qwen, QWEN_UNIT),
         ]
         async with demo_cluster(scenarios, Path(tmp), bench={"gpu-a": "auto"}) as config:
             return await ask(config, question, as_json)
@@ -114,9 +117,11 @@ async def _settle(sims: list[SimNode], scenarios: list[tuple[str, str, NodeScena
         for u in scenario.units:
             mid_load = u.profile.started_ago_s < u.profile.total_load_s()
             await sim.wait_for(u.name, "loading" if mid_load else "ready", SETTLE_S)
-            # The progress line is what the answer's phase, progress bar and ETA come from.
-            if mid_load:
-                await asyncio.to_thread(_wait_for_text, sim.journal_path(), "Completed |", SETTLE_S)
+            # The progress line is what the phase, progress bar and ETA come from; the stats line is
+            # where the settings answer's live tok/s comes from.
+            marker = "Completed |" if mid_load else ("Avg generation throughput" if u.profile.traffic_tps else "")
+            if marker:
+                await asyncio.to_thread(_wait_for_text, sim.journal_path(), marker, SETTLE_S)
 
 
 def _wait_for_text(path: Path, text: str, limit_s: float) -> None:

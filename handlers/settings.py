@@ -19,8 +19,9 @@ from services.cluster import Snapshot
 from services.models import ServiceState
 from services.probe import ProbeOptions
 
-# Two /metrics samples half a second apart give live tok/s; only taken for servers that answer /health.
-SETTINGS_PROBE = ProbeOptions(journal_lines=400, bench=True, metrics_samples=2, metrics_interval_s=0.5)
+# The live tok/s in the settings summary comes from vLLM's periodic stats line in the journal (no pause
+# for two /metrics samples); "throughput" and "status" sample /metrics twice.
+SETTINGS_PROBE = ProbeOptions(journal_lines=400, bench=True)
 
 
 def service_sections(st: ServiceState, ctx: Context, focus: str | None = None) -> list[Section]:
