@@ -6,6 +6,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from config.models import BotConfig
 from handlers.context import Asker, Context
@@ -22,10 +23,18 @@ class Runtime:
     pool: NodePool
     cluster: Cluster
     store: Store | None = None
+    # Restart issue: how handlers post notices (handlers.notify.Notifier), schedule follow-ups
+    # (handlers.notify.Jobs) and look up Slack user groups (services.access.GroupLookup); set by the front end.
+    notifier: Any | None = None
+    jobs: Any | None = None
+    groups: Any | None = None
 
     def context(self, asker: Asker | None = None) -> Context:
         """A fresh handler context for one request."""
-        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=self.store)
+        extras = {k: v for k, v in (("notifier", self.notifier), ("jobs", self.jobs), ("groups", self.groups))
+                  if v is not None}
+        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=self.store,
+                       extras=extras)
 
 
 def open_store(config: BotConfig) -> Store:

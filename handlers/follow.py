@@ -20,7 +20,7 @@ from handlers.common import PHASE_WORDS, fmt_duration, remaining
 from handlers.context import Context
 from handlers.live import apply_history
 from handlers.notify import Notifier, jobs_of
-from handlers.reply import Reply, Section
+from handlers.reply import Reply, Section, Status
 from handlers.status import progress_bar
 from services.models import ServiceState
 from services.probe import ProbeOptions
@@ -113,13 +113,12 @@ async def start_follow(
 
 
 async def _update_follow(store: Store, f: Follow, **changes: object) -> Follow:
-    fields = {"invocation_id": f.invocation_id, "thread_channel": f.thread_channel, "thread_ts": f.thread_ts,
-              "progress_message_ts": f.progress_message_ts, "request_id": f.request_id}
-    fields.update(changes)
+    """Rewrite some fields of a follow (the store's upsert overwrites every field)."""
+    g = f.model_copy(update=changes)
     return await store.upsert_follow(
-        f.key, f.service, f.node, f.unit, fields["invocation_id"], f.started_at, f.reason,  # type: ignore[arg-type]
-        thread_channel=fields["thread_channel"], thread_ts=fields["thread_ts"],  # type: ignore[arg-type]
-        progress_message_ts=fields["progress_message_ts"], request_id=fields["request_id"],  # type: ignore[arg-type]
+        g.key, g.service, g.node, g.unit, g.invocation_id, g.started_at, g.reason,
+        thread_channel=g.thread_channel, thread_ts=g.thread_ts, progress_message_ts=g.progress_message_ts,
+        request_id=g.request_id,
     )
 
 
@@ -216,8 +215,8 @@ def progress_text(f: Follow, st: ServiceState | None, now: datetime) -> str:
     return "".join(parts)
 
 
-def _progress_reply(f: Follow, text: str, status: str = "loading") -> Reply:
-    return Reply(intent="notice", title=text, status=status,  # type: ignore[arg-type]
+def _progress_reply(f: Follow, text: str, status: Status = "loading") -> Reply:
+    return Reply(intent="notice", title=text, status=status,
                  data={"notice": text, "kind": "progress", "service": f.service, "node": f.node})
 
 
@@ -237,7 +236,7 @@ def _outcome(st: ServiceState, f: Follow, now: datetime, max_load: float) -> tup
     if st.state == "stopped" and elapsed > STOPPED_GRACE_S:
         return "failed", f"the unit is stopped ({st.reason or 'inactive'})"
     if elapsed > max_load:
-        what = st.phase and PHASE_WORDS.get(st.phase) or st.state
+        what = (st.phase and PHASE_WORDS.get(st.phase)) or st.state
         return "timeout", f"timed out: not ready after {fmt_duration(max_load)} (still {what})"
     return None
 
@@ -257,14 +256,15 @@ async def _decided(store: Store, f: Follow) -> LoadRecord | None:
 
 async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> Follow:
     """Create or (paced) edit the one progress message in the thread."""
-    if not f.thread_channel:
+    channel = f.thread_channel
+    if not channel:
         return f
     store = _store(ctx)
     text = progress_text(f, st, now)
     reply = _progress_reply(f, text)
     last = _last_progress.get(f.key)
     if f.progress_message_ts is None:
-        sent = await post_once(store, f.key, "progress", notifier, f.thread_channel, f.thread_ts, reply, now)
+        sent = await post_once(store, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
         notice = await store.get_notice(f.key, "progress") if sent else None
         if notice is not None and notice.ts:
             await store.set_follow_message(f.key, notice.ts)
@@ -274,7 +274,7 @@ async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: No
     if last is not None and last[1] == st.phase and time.monotonic() - last[0] < PROGRESS_MIN_INTERVAL_S:
         return f
     try:
-        await notifier.update(f.thread_channel, f.progress_message_ts, reply)
+        await notifier.update(channel, f.progress_message_ts, reply)
         _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
     except Exception:
         log.warning("updating the progress message of %s failed", f.key, exc_info=True)
@@ -390,9 +390,10 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
     fresh = await store.get_follow(f.key)
     if fresh is not None and fresh.progress_message_ts and fresh.thread_channel:
         took = fmt_duration((now - f.started_at).total_seconds())
-        word = {"ready": "load finished after", "failed": "load ended (failed) after",
+        # The notice carries the contract words (✅ is ready / ❌ failed); this edit must not repeat them.
+        word = {"ready": "load finished after", "failed": "load ended after",
                 "timeout": "stopped following after"}.get(outcome, "ended after")
-        text = f"{f.service} on {f.node}: {word} {took}"
+        text = f"{f.service} on {f.node}: {word} {took} — see the notice"
         try:
             await notifier.update(fresh.thread_channel, fresh.progress_message_ts,
                                   _progress_reply(f, text, "ok" if outcome == "ready" else "error"))

@@ -29,8 +29,8 @@ async def handle(ctx: Context, req: Request) -> Reply:
     attachments: list[Attachment] = []
     for st in snap.services:
         lines = st.logs or []
-        sections.append(Section(kind="header", title=f"{st.service} on {st.node} — last {len(lines)} lines {note}".strip(),
-                                status=STATE_STATUS[st.state]))
+        title = f"{st.service} on {st.node} — last {len(lines)} lines {note}".strip()
+        sections.append(Section(kind="header", title=title, status=STATE_STATUS[st.state]))
         if st.state == "unreachable":
             sections.append(Section(kind="text", text=f"unreachable — {st.reason}"))
             continue

@@ -131,4 +131,4 @@ def groups_of(ctx: Context) -> GroupLookup:
     from services.access import NoGroups
 
     g: Any = ctx.extras.get(GROUPS)
-    return g if g is not None else NoGroups()  # type: ignore[no-any-return]
+    return g if g is not None else NoGroups()

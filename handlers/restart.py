@@ -12,7 +12,9 @@ redelivered click, two people clicking at once or two replicas of the bot run th
 
 from __future__ import annotations
 
+import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,7 +24,7 @@ from handlers.common import fmt_duration, state_line
 from handlers.context import Context, Request
 from handlers.follow import hhmm, lock_name, lock_ttl, start_follow
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
-from handlers.reply import Action, Reply, Section
+from handlers.reply import Action, Reply, Section, Status
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.probe import ProbeOptions
@@ -32,6 +34,7 @@ from services.store import RestartRequest, Store
 IMPACT_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=1, http_timeout_s=3.0)
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"
+_BY_MENTION = re.compile(r" by <@[UW][A-Z0-9]+>")
 
 
 @dataclass
@@ -54,7 +57,7 @@ def _store(ctx: Context) -> Store:
     return ctx.store
 
 
-def _refusal(title: str, text: str, data: dict[str, object], how: str | None = None) -> Reply:
+def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None = None) -> Reply:
     sections = [Section(kind="text", text=text)]
     if how:
         sections.append(Section(kind="code", title="To allow it, an operator adds to the config", text=how))
@@ -137,7 +140,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     """A restart request: checks, impact, and a confirmation with two buttons."""
     force = bool(req.args.get("force"))
     names = sorted({f"{s.name}@{s.node}" for s in req.services})
-    if len(req.services) != 1:
+    if len(req.services) != 1 or not req.explicit_target:
         known = ", ".join(sorted({s.name for s in ctx.config.services})) or "none"
         text = ("refused: name exactly one service to restart, e.g. `restart kimi` "
                 f"(you named {', '.join(names) or 'none'}; known: {known})")
@@ -204,15 +207,19 @@ async def handle(ctx: Context, req: Request) -> Reply:
 # Clicks
 
 
-def message_reply(req: RestartRequest, text: str, status: str, extra: list[Section] | None = None) -> Reply:
+def message_reply(req: RestartRequest, text: str, status: Status, extra: list[Section] | None = None) -> Reply:
     """The confirmation message rewritten (no buttons) to say what happened."""
-    sections = [Section(kind="context", text=f"Restart of {req.service} on {req.node} ({req.unit}), "
+    # Headers are plain text in Slack (no mentions): the title drops "by <@U…>", the sentence keeps it.
+    title = _BY_MENTION.sub("", text)
+    sections = [Section(kind="text", text=text),
+                Section(kind="context", text=f"Restart of {req.service} on {req.node} ({req.unit}), "
                                              f"asked by {_mention(req.requested_by)} — request {req.id}")]
-    return Reply(intent="restart", title=text, status=status, sections=sections + (extra or []),  # type: ignore[arg-type]
-                 data={"notice": text, "request_id": req.id, "service": req.service, "node": req.node})
+    return Reply(intent="restart", title=title, status=status, sections=sections + (extra or []),
+                 data={"notice": text, "request_id": req.id, "service": req.service, "node": req.node,
+                       "state": status})
 
 
-def _said(req: RestartRequest) -> tuple[str, str, str]:
+def _said(req: RestartRequest) -> tuple[str, Status, str]:
     """(message text, status, refusal to the clicker) for a request that is no longer pending."""
     at = hhmm(req.confirmed_at) if req.confirmed_at else "?"
     if req.state in ("confirmed", "running", "done", "failed") and req.confirmed_by:
@@ -240,8 +247,8 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
     policy = ctx.config.access_for(service)
     decision = await check_restart_access(policy, ctx.asker, groups_of(ctx), service.name)
     if not decision.allowed:
-        await record(ctx, "restart.click_refused", req.service, req.node, f"{action_id}: not allowed: {decision.reason}",
-                     request_id=req.id)
+        await record(ctx, "restart.click_refused", req.service, req.node,
+                     f"{action_id}: not allowed: {decision.reason}", request_id=req.id)
         return ActionOutcome(ephemeral=f"not allowed: {decision.reason}")
     if req.state == "pending" and now >= req.expires_at:
         return await _expire_now(ctx, req, who, now)

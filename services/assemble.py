@@ -380,7 +380,8 @@ def assemble(
             f"possibly hung: {t.running} request(s) running but no tokens generated during the sample window"
         )
     if raw.logs is not None:
-        st.logs = [redactor.text(line) for line in raw.logs.splitlines()]
+        # Split on newlines only: a tqdm update starts with a carriage return but is part of its line.
+        st.logs = [redactor.text(line.replace("\r", " ").rstrip()) for line in raw.logs.split("\n") if line.strip()]
     if raw.bench_files:
         records: list[dict[str, object]] = []
         for path, text in raw.bench_files.items():

@@ -66,7 +66,12 @@ rdsec() {
 }
 get() { curl -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code}' "$1" 2>/dev/null; }
 jn() { journalctl "$@" -o cat -a --no-pager 2>/dev/null || true; }
-jp() { j=$(jn "$@"); if [ -z "$j" ] && [ -n "$S" ]; then j=$($S journalctl "$@" -o cat -a --no-pager 2>/dev/null); fi; }
+# A user outside systemd-journal sees "-- No entries --" (rc 0) for system units: then try sudo -n.
+jp() {
+  j=$(jn "$@")
+  case $j in ''|'-- No entries --') [ -n "$S" ] && j=$($S journalctl "$@" -o cat -a --no-pager 2>/dev/null) ;; esac
+  case $j in '-- No entries --') j='' ;; esac
+}
 argpaths() { awk 'p=="--config"||p=="--env-file"{print} /^--env-file=/{sub(/^--env-file=/,"");print} {p=$0}'; }
 derive_url() {
   tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk '

@@ -56,6 +56,7 @@ def install() -> Callable[[], None]:
     orig_sendto = socket.socket.sendto
     orig_getaddrinfo = socket.getaddrinfo
     orig_create_connection = asyncio.BaseEventLoop.create_connection
+    # The patches: each checks the address, then calls the original.
 
     def connect(self: socket.socket, address: Any) -> None:
         _check_address(address, self.family)
@@ -80,18 +81,20 @@ def install() -> Callable[[], None]:
             raise NetworkBlocked(f"test network guard: connection to {host!r} refused (only loopback is allowed)")
         return await orig_create_connection(self, protocol_factory, host, port, *args, **kwargs)
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
-    socket.socket.sendto = sendto  # type: ignore[assignment]
-    socket.getaddrinfo = getaddrinfo
-    asyncio.BaseEventLoop.create_connection = create_connection  # type: ignore[method-assign,assignment]
+    patches: list[tuple[object, str, object]] = [
+        (socket.socket, "connect", connect),
+        (socket.socket, "connect_ex", connect_ex),
+        (socket.socket, "sendto", sendto),
+        (socket, "getaddrinfo", getaddrinfo),
+        (asyncio.BaseEventLoop, "create_connection", create_connection),
+    ]
+    originals = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    for obj, name, new in patches:
+        setattr(obj, name, new)
 
     def uninstall() -> None:
-        socket.socket.connect = orig_connect  # type: ignore[method-assign]
-        socket.socket.connect_ex = orig_connect_ex  # type: ignore[method-assign]
-        socket.socket.sendto = orig_sendto  # type: ignore[method-assign]
-        socket.getaddrinfo = orig_getaddrinfo
-        asyncio.BaseEventLoop.create_connection = orig_create_connection  # type: ignore[method-assign]
+        for obj, name, old in reversed(originals):
+            setattr(obj, name, old)
 
     return uninstall
 

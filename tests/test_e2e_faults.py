@@ -108,7 +108,8 @@ async def test_crash_loop_is_failed(make_cluster: MakeCluster) -> None:
     data, _ = await ask(cluster)
     svc = data["data"]["services"][0]
     assert svc["state"] == "failed"
-    assert any(w in svc["reason"] for w in ("crash loop", "keeps restarting", "Result=", "the load failed")), svc["reason"]
+    expected = ("crash loop", "keeps restarting", "Result=", "the load failed")
+    assert any(w in svc["reason"] for w in expected), svc["reason"]
 
 
 async def test_unhealthy_after_ready(make_cluster: MakeCluster) -> None:

@@ -17,8 +17,9 @@ def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["NCCL_BUFFSIZE", "CUDA_DEVICE_MAX_CONNECTIONS", "ssl-keyfile", "max-num-batched-tokens",
-                                  "tokenizer", "HF_HOME", "VLLM_LOGGING_LEVEL", "kv-cache-dtype"])
+@pytest.mark.parametrize("name", ["NCCL_BUFFSIZE", "CUDA_DEVICE_MAX_CONNECTIONS", "ssl-keyfile",
+                                  "max-num-batched-tokens", "tokenizer", "HF_HOME", "VLLM_LOGGING_LEVEL",
+                                  "kv-cache-dtype"])
 def test_not_secret_names(name: str) -> None:
     assert not is_secret_name(name)
 

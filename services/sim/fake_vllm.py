@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 class Profile:
     """The fields of :class:`services.sim.scenarios.LoadProfile`, read without importing pydantic (start-up time)."""
 
@@ -347,7 +346,8 @@ class FakeVllm:
             "    super().__init__(vllm_config, executor_class, log_stats,",
             '  File "/opt/vllm/venv/lib/python3.12/site-packages/vllm/v1/executor/multiproc_executor.py", line 166, '
             "in _init_executor",
-            "    self.collective_rpc(\"load_model\")" if kind == "oom" else "    self._initialize_kv_caches(vllm_config)",
+            '    self.collective_rpc("load_model")' if kind == "oom"
+            else "    self._initialize_kv_caches(vllm_config)",
             detail,
         ]
         for line in tb:
@@ -602,9 +602,12 @@ class FakeVllm:
         metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
                [f"vllm:num_requests_waiting{{{lab}}} {_go(self.waiting)}"])
         kv_name = "vllm:gpu_cache_usage_perc" if self.p.old_metric_names else "vllm:kv_cache_usage_perc"
-        metric(kv_name, "gauge", "KV-cache usage. 1 means 100 percent usage.", [f"{kv_name}{{{lab}}} {_go(self.kv_usage)}"])
-        for cname, value, help_ in (("vllm:prompt_tokens", self.prompt_tokens, "Number of prefill tokens processed."),
-                                    ("vllm:generation_tokens", self.gen_tokens, "Number of generation tokens processed.")):
+        metric(kv_name, "gauge", "KV-cache usage. 1 means 100 percent usage.",
+               [f"{kv_name}{{{lab}}} {_go(self.kv_usage)}"])
+        for cname, value, help_ in (
+            ("vllm:prompt_tokens", self.prompt_tokens, "Number of prefill tokens processed."),
+            ("vllm:generation_tokens", self.gen_tokens, "Number of generation tokens processed."),
+        ):
             metric(f"{cname}_total", "counter", help_, [f"{cname}_total{{{lab}}} {_go(math.floor(value))}"])
             metric(f"{cname}_created", "gauge", help_, [f"{cname}_created{{{lab}}} {_go(self.created)}"])
         metric("vllm:request_success_total", "counter", "Count of successfully processed requests.",
@@ -614,7 +617,8 @@ class FakeVllm:
                         20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
         itl_buckets = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
                        40.0, 80.0]
-        itl_name = "vllm:time_per_output_token_seconds" if self.p.old_metric_names else "vllm:inter_token_latency_seconds"
+        itl_name = ("vllm:time_per_output_token_seconds" if self.p.old_metric_names
+                    else "vllm:inter_token_latency_seconds")
         for hname, buckets, obs, total, count, help_ in (
             ("vllm:time_to_first_token_seconds", ttft_buckets, self.ttft_obs, self.ttft_sum, self.ttft_count,
              "Histogram of time to first token in seconds."),
@@ -665,12 +669,12 @@ class FakeVllm:
                 self.prompt_tokens += ptps * dt
                 reqs = max(1, int(dt * tps / 400))
                 for _ in range(reqs):
-                    self.ttft_obs = (self.ttft_obs + [random.uniform(0.15, 0.9)])[-200:]
+                    self.ttft_obs = [*self.ttft_obs, random.uniform(0.15, 0.9)][-200:]
                     self.ttft_sum += self.ttft_obs[-1]
                     self.ttft_count += 1
                 steps = int(tps * dt)
                 itl = max(self.running, 1) / max(tps, 1)
-                self.itl_obs = (self.itl_obs + [itl * random.uniform(0.8, 1.3)])[-200:]
+                self.itl_obs = [*self.itl_obs, itl * random.uniform(0.8, 1.3)][-200:]
                 self.itl_sum += itl * steps
                 self.itl_count += steps
                 self.requests_ok += reqs
@@ -740,11 +744,10 @@ class FakeVllm:
                 self.hang_conns.append(writer)
 
             self.hang_server = await asyncio.start_server(hold, sock=self.sock)
-        asyncio.create_task(self.watch_parent())
+        watchdog = asyncio.create_task(self.watch_parent())
         await self.load()
-        del preload
         await self.traffic()
-        await asyncio.Event().wait()
+        await asyncio.gather(preload, watchdog)
 
     async def watch_parent(self) -> None:
         """Exit with our children when the node that started us is gone (no orphans after a killed test)."""

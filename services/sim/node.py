@@ -23,9 +23,10 @@ import signal
 import stat
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 from aiohttp import web
 
@@ -173,6 +174,7 @@ class _Unit:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     first_start: bool = True
     pump: asyncio.Task[None] | None = None
+    mtimes: dict[str, float] = field(default_factory=dict)
 
 
 class SimNode:
@@ -187,7 +189,7 @@ class SimNode:
         self.units: dict[str, _Unit] = {}
         self.holders: dict[int, Holder] = {}
         self.ghosts: list[tuple[float, int, float]] = []  # (expires monotonic, gpu, mib)
-        self._jfh: object = None
+        self._jfh: TextIO | None = None
         self._runner: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._pumps: set[asyncio.Task[None]] = set()
@@ -223,7 +225,7 @@ class SimNode:
         self._write_tree()
         for u in self.units.values():
             self._load(u)
-        self._jfh = open(self.state_dir / "journal.tsv", "a", encoding="utf-8")  # noqa: SIM115
+        self._jfh = _open_append(self.state_dir / "journal.tsv")
         await self._start_control()
         self._render_all()
         self._ticker = asyncio.create_task(self._tick())
@@ -248,21 +250,22 @@ class SimNode:
                 os.kill(pid, signal.SIGKILL)
         for u in self.units.values():
             if u.proc and u.proc.returncode is None:
-                with contextlib.suppress(asyncio.TimeoutError, ProcessLookupError):
+                with contextlib.suppress(TimeoutError, ProcessLookupError):
                     await asyncio.wait_for(u.proc.wait(), 2)
             if u.task:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await u.task
         for t in list(self._pumps):
             t.cancel()
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        for _ in range(150):  # up to 3 s until the kernel has taken them all
+            if not any(_alive(p) for p in pids):
+                break
             await asyncio.sleep(0.02)
         if self._runner:
             await self._runner.cleanup()
             self._runner = None
         if self._jfh is not None:
-            self._jfh.close()  # type: ignore[attr-defined]
+            self._jfh.close()
             self._jfh = None
 
     async def restart_unit(self, unit: str) -> JobResult:
@@ -309,7 +312,7 @@ class SimNode:
             u.need_reload = False
         self._render_all()
 
-    async def wait_for(self, unit: str, state: str, timeout: float) -> None:
+    async def wait_for(self, unit: str, state: str, timeout: float) -> None:  # noqa: ASYNC109
         deadline = time.monotonic() + timeout
         while True:
             snap = self.state(unit)
@@ -391,12 +394,12 @@ class SimNode:
         self._flag("hung_systemctl", sc.hung_systemctl)
         self._flag("nvidia_smi_broken", sc.nvidia_smi_broken)
         (self.state_dir / "notfound.show").write_text(self._show_text(None, "@UNIT@"))
-        bench = Path(self.bench_dir)
+        bench_dir = Path(self.bench_dir)
         if sc.bench_files:
-            bench.mkdir(parents=True, exist_ok=True)
+            bench_dir.mkdir(parents=True, exist_ok=True)
             base = time.time() - 86400 * 10
             for i, (name, content) in enumerate(sorted(sc.bench_files.items())):
-                f = bench / name
+                f = bench_dir / name
                 f.write_text(content)
                 # mtimes follow the date stamp in the name, so `ls -t` orders them as they were written
                 stamp = name.rsplit("-", 2)[-2:]
@@ -407,19 +410,16 @@ class SimNode:
                 os.utime(f, (t, t))
         for u in self.units.values():
             us = u.sc
-            written: set[Path] = set()
-            if u.fragment not in written:
-                u.fragment.write_text(sc.render(us.text, r, us.port))
-                written.add(u.fragment)
+            u.fragment.write_text(sc.render(us.text, r, us.port))
             if us.drop_ins:
-                d = self.unit_dir / (u.name + ".d")
-                d.mkdir(exist_ok=True)
+                dropin_dir = self.unit_dir / (u.name + ".d")
+                dropin_dir.mkdir(exist_ok=True)
                 for fname, text in us.drop_ins.items():
-                    (d / fname).write_text(sc.render(text, r, us.port))
+                    (dropin_dir / fname).write_text(sc.render(text, r, us.port))
             for path_t, content in us.env_files.items():
-                p = Path(sc.render(path_t, r, us.port))
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(content)
+                env_path = Path(sc.render(path_t, r, us.port))
+                env_path.parent.mkdir(parents=True, exist_ok=True)
+                env_path.write_text(content)
             gpus = us.gpu_indices or list(range(sc.gpus.count))
             profile = us.profile.model_copy(update={"gpu_total_mib": sc.gpus.memory_total_mib,
                                                     "gpu_uuids": [self._gpu_uuid(i) for i in gpus]})
@@ -436,7 +436,7 @@ class SimNode:
         for u in self.units.values():
             for path_t in u.sc.env_files:
                 env_modes[Path(self.sc.render(path_t, self.root))] = u.sc.env_file_mode
-        for dirpath, dirnames, filenames in os.walk(self.root):
+        for dirpath, _dirnames, filenames in os.walk(self.root):
             os.chmod(dirpath, 0o755)
             for fn in filenames:
                 p = Path(dirpath) / fn
@@ -459,6 +459,22 @@ class SimNode:
             u.loaded = load_unit(u.name, u.fragment) if u.fragment.exists() else None
         except (OSError, ValueError):
             u.loaded = None
+        u.mtimes = self._mtimes(u)
+
+    def _mtimes(self, u: _Unit) -> dict[str, float]:
+        """What systemd compares to say NeedDaemonReload=yes: the fragment and the drop-in directory."""
+        out: dict[str, float] = {}
+        d = Path(str(u.fragment) + ".d")
+        for p in [u.fragment, d, *(sorted(d.glob("*.conf")) if d.is_dir() else [])]:
+            with contextlib.suppress(OSError):
+                out[str(p)] = p.stat().st_mtime
+        return out
+
+    def _check_changed_on_disk(self) -> None:
+        for u in self.units.values():
+            if not u.need_reload and self._mtimes(u) != u.mtimes:
+                u.need_reload = True
+                self._render_unit(u)
 
     # ------------------------------------------------------------------------------------------------------
     # rendering
@@ -696,6 +712,7 @@ class SimNode:
             await asyncio.sleep(self.sc.tick_s)
             self._reap_holders()
             self._render_gpus()
+            self._check_changed_on_disk()
 
     def _reap_holders(self) -> None:
         delay = self.sc.gpu_free_delay_s
@@ -712,8 +729,8 @@ class SimNode:
         if self._jfh is None:
             return
         msg = msg.replace("\t", " ").replace("\n", " ")
-        self._jfh.write(f"{t_us}\t{inv}\t{unit}\t{ident}\t{msg}\n")  # type: ignore[attr-defined]
-        self._jfh.flush()  # type: ignore[attr-defined]
+        self._jfh.write(f"{t_us}\t{inv}\t{unit}\t{ident}\t{msg}\n")
+        self._jfh.flush()
 
     def _sys(self, u: _Unit, msg: str, *, prefix: bool = True, t_us: int | None = None) -> None:
         self._jwrite(t_us or _now_us(), "", u.name, "systemd[1]", f"{u.name}: {msg}" if prefix else msg)
@@ -746,7 +763,7 @@ class SimNode:
 
     async def _h_read(self, request: web.Request) -> web.Response:
         """Privileged read for the fake ``sudo`` (files under the root or in /proc)."""
-        path = os.path.realpath(request.query.get("path", ""))
+        path = await asyncio.to_thread(os.path.realpath, request.query.get("path", ""))
         if not (path.startswith(str(self.root) + "/") or path.startswith("/proc/")):
             return web.Response(status=403)
         try:
@@ -943,9 +960,7 @@ class SimNode:
         argv = cmd.argv(env, lu.specifiers)
         if not argv:
             raise OSError(2, "empty command")
-        cwd = lu.working_directory or "/"
-        if not os.path.isdir(cwd):
-            cwd = "/"
+        cwd = _existing_dir(lu.working_directory)
         kwargs: dict[str, object] = {}
         if self._uid is not None and not self.sc.root_only_proc:
             kwargs.update(user=self._uid, group=self._gid, extra_groups=[])
@@ -1043,7 +1058,7 @@ class SimNode:
 
         async def run() -> None:
             assert proc.stdout is not None
-            fh = open(to_file, "a", encoding="utf-8") if to_file else None  # noqa: SIM115
+            fh = _open_append(to_file) if to_file else None
             try:
                 while True:
                     try:
@@ -1107,7 +1122,7 @@ class SimNode:
         rc = await proc.wait()
         pump = u.pump
         if pump is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pump), 1.0)
         st = u.exec_main
         st.stop_us = _now_us()
@@ -1138,8 +1153,9 @@ class SimNode:
         for pg in list(u.pgids):
             with contextlib.suppress(OSError):
                 os.killpg(pg, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(_pg_alive(pg) for pg in u.pgids):
+        for _ in range(max(int(wait / 0.02), 1)):
+            if not any(_pg_alive(pg) for pg in u.pgids):
+                break
             await asyncio.sleep(0.02)
         for pg in list(u.pgids):
             with contextlib.suppress(OSError):
@@ -1177,7 +1193,7 @@ class SimNode:
         if proc is not None:
             try:
                 await asyncio.wait_for(proc.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 timed_out = True
                 self._sys(u, "State 'stop-sigterm' timed out. Killing.")
                 self._sys(u, f"Killing process {proc.pid} ({Path(lu.exec_start.path).name if lu.exec_start else '?'})"
@@ -1207,6 +1223,14 @@ class SimNode:
                         "failed" if timed_out and not restarting else "dead")  # fmt: skip
 
 
+def _open_append(path: Path) -> TextIO:
+    return open(path, "a", encoding="utf-8")
+
+
+def _existing_dir(path: str) -> str:
+    return path if path and os.path.isdir(path) else "/"
+
+
 def _pg_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
@@ -1226,7 +1250,7 @@ def _cmdline(pid: int) -> str:
 def _usec(seconds: float) -> str:
     if seconds == float("inf"):
         return "infinity"
-    ms = int(round(seconds * 1000))
+    ms = round(seconds * 1000)
     if ms % 60000 == 0 and ms:
         return f"{ms // 60000}min"
     if ms % 1000 == 0:
@@ -1242,7 +1266,7 @@ def _exec_prop(cmd: ExecLine, st: ExecStatus) -> str:
             f"code={st.code} ; status={st.status_text()} }}")  # fmt: skip
 
 
-def _columns(rows: list[tuple[str, ...]]) -> str:
+def _columns(rows: Sequence[tuple[str, ...]]) -> str:
     if not rows:
         return ""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

@@ -370,13 +370,13 @@ def qwen_node(
 
 def bash_unit(name: str = "vllm-bash.service", *, port: int = 8002, fast: bool = True) -> UnitScenario:
     """``ExecStart=/bin/bash -c '...'``: bash expands the variables and execs the console script."""
-    text = f"""\
+    text = """\
 [Unit]
 Description=vLLM via bash wrapper
 
 [Service]
 Environment=MODEL=Qwen/Qwen3-0.6B "EXTRA_ARGS=--max-model-len 4096 --enforce-eager"
-ExecStart=/bin/bash -c 'exec {{root}}/opt/vllm/venv/bin/vllm serve "$MODEL" $EXTRA_ARGS --port {{port}}'
+ExecStart=/bin/bash -c 'exec {root}/opt/vllm/venv/bin/vllm serve "$MODEL" $EXTRA_ARGS --port {port}'
 Restart=no
 """
     return UnitScenario(name=name, text=text, port=port, profile=fast_profile(shards=1, model_gib=1.2) if fast
@@ -385,15 +385,15 @@ Restart=no
 
 def docker_unit(name: str = "vllm-docker.service", *, port: int = 8003, fast: bool = True) -> UnitScenario:
     """``ExecStart=/usr/bin/docker run ... image --model ...`` (the fake docker runs the fake vLLM)."""
-    text = f"""\
+    text = """\
 [Unit]
 Description=vLLM in docker
 After=docker.service
 Requires=docker.service
 
 [Service]
-ExecStartPre=-{{root}}/usr/bin/docker rm -f vllm-llama
-ExecStart={{root}}/usr/bin/docker run --rm --name vllm-llama --gpus all --ipc=host -p {{port}}:8000 \\
+ExecStartPre=-{root}/usr/bin/docker rm -f vllm-llama
+ExecStart={root}/usr/bin/docker run --rm --name vllm-llama --gpus all --ipc=host -p {port}:8000 \\
     -e HF_TOKEN=hf_dockerSecretToken123 -e VLLM_LOGGING_LEVEL=INFO \\
     -v /srv/hf:/root/.cache/huggingface \\
     vllm/vllm-openai:v0.20.1 --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 16384
@@ -405,13 +405,13 @@ Restart=no
 
 def file_log_unit(name: str = "vllm-filelog.service", *, port: int = 8004, fast: bool = True) -> UnitScenario:
     """``StandardOutput=append:/path``: the service's output goes to a file instead of the journal."""
-    text = f"""\
+    text = """\
 [Unit]
 Description=vLLM logging to a file
 
 [Service]
-ExecStart={{root}}/opt/vllm/venv/bin/vllm serve Qwen/Qwen3-0.6B --port {{port}}
-StandardOutput=append:{{root}}/var/log/vllm/filelog.log
+ExecStart={root}/opt/vllm/venv/bin/vllm serve Qwen/Qwen3-0.6B --port {port}
+StandardOutput=append:{root}/var/log/vllm/filelog.log
 StandardError=inherit
 """
     return UnitScenario(name=name, text=text, port=port, profile=fast_profile(shards=2, model_gib=1.2) if fast

@@ -1,0 +1,86 @@
+"""Scheduled job functions: module-level, taking only ids, so APScheduler can store them by reference.
+
+APScheduler stores a job as ``"bot.jobs:poll_follow_job"`` plus pickled arguments, and a restarted bot
+runs it again from the database. The live objects a job needs (runtime, notifier, the scheduler itself)
+are not stored: start-up puts them in this module's registry (:func:`register`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from handlers.context import Asker, Context
+from handlers.follow import poll_follow, watch_node
+from handlers.notify import Notifier
+from handlers.restart import expire_request
+
+if TYPE_CHECKING:
+    from bot.app import Runtime
+    from bot.scheduler import BotScheduler
+
+log = logging.getLogger("inferbot.jobs")
+
+
+@dataclass
+class Live:
+    """What jobs run against in this process."""
+
+    runtime: Runtime
+    notifier: Notifier
+    scheduler: BotScheduler | None = None
+
+
+_live: Live | None = None
+
+
+def register(live: Live) -> None:
+    """Make ``live`` the objects every job of this process uses (one bot per process)."""
+    global _live
+    _live = live
+
+
+def unregister(live: Live | None = None) -> None:
+    """Forget the registered objects (only ``live``'s, when given)."""
+    global _live
+    if live is None or _live is live:
+        _live = None
+
+
+def current() -> Live | None:
+    """The registered objects, if any."""
+    return _live
+
+
+def _context(live: Live) -> Context:
+    # Jobs act as the bot itself; handlers name it "inferbot" in the audit log.
+    return live.runtime.context(Asker(surface="json"))
+
+
+async def poll_follow_job(key: str) -> None:
+    """Follow the load ``key`` (``service@node``) one more step."""
+    live = current()
+    if live is None:
+        log.warning("follow job %s ran before start-up registered the runtime", key)
+        return
+    status = await poll_follow(_context(live), key, live.notifier)
+    log.debug("follow %s: %s", key, status.line)
+
+
+async def watch_node_job(node: str) -> None:
+    """Look for unplanned restarts on ``node``; also pick up loads started elsewhere (the terminal)."""
+    live = current()
+    if live is None:
+        return
+    if live.scheduler is not None:
+        await live.scheduler.reconcile()
+    await watch_node(_context(live), node, live.notifier)
+
+
+async def expire_request_job(request_id: str) -> None:
+    """Expire a restart request nobody confirmed, and rewrite its message."""
+    live = current()
+    if live is None:
+        return
+    await expire_request(_context(live), request_id, live.notifier)

@@ -1,0 +1,342 @@
+"""Render a ``Reply`` as Slack Block Kit messages, within Slack's limits and without dropping anything.
+
+Blocks are built with ``slack_sdk.models.blocks`` and validated with ``to_dict()``; the limits slack_sdk
+does not check (blocks per message, characters per field, total size of a message) are enforced here.
+Anything too big for one block is split at line boundaries into several blocks, and blocks that do not fit
+one message go on to the next message, each with its own plain-text fallback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+from tabulate import tabulate
+
+from bot.render_text import EMOJI, render_section
+from handlers.reply import Action, Attachment, Reply, Section
+
+# Slack's documented limits (Block Kit reference) and the reported size limit of one message.
+MAX_BLOCKS = 50
+MAX_SECTION_TEXT = 3000
+MAX_FIELDS = 10
+MAX_FIELD = 2000
+MAX_HEADER = 150
+MAX_CONTEXT_ELEMENT = 2000
+MAX_CONTEXT_ELEMENTS = 10
+MAX_ACTIONS = 25
+MAX_BUTTON_TEXT = 75
+# Messages whose blocks total roughly 12-13k characters fail with ``msg_blocks_too_long``; we measure the
+# serialised JSON of the blocks, which is always at least the text Slack counts.
+MAX_MESSAGE_CHARS = 11_500
+# Room kept in every message for the "continued" marker of a split answer.
+_MARKER_CHARS = 400
+
+
+class BlockLimitError(ValueError):
+    """A rendered message breaks a Slack limit (a bug in this module: nothing should ever raise it)."""
+
+
+@dataclass
+class SlackMessage:
+    """One message to post: validated blocks and the plain-text fallback for notifications/screen readers."""
+
+    blocks: list[Block]
+    text: str
+
+    def block_dicts(self) -> list[dict[str, Any]]:
+        """The blocks as the JSON Slack receives."""
+        return [b.to_dict() for b in self.blocks]
+
+
+@dataclass
+class _Piece:
+    block: Block
+    text: str  # plain-text fallback of this block
+    size: int = 0
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code_safe(line: str) -> str:
+    # A ``` inside a code block would end it early; break it with zero-width spaces (content unchanged to a reader).
+    return escape(line).replace("```", "`\u200b`\u200b`")
+
+
+def _piece(block: Block, text: str) -> _Piece:
+    data = block.to_dict()  # validates (raises SlackObjectFormationError on a broken block)
+    return _Piece(block=block, text=text, size=len(json.dumps(data, ensure_ascii=False)), data=data)
+
+
+def _hard_wrap(line: str, width: int) -> list[str]:
+    """A line longer than ``width`` as consecutive pieces (wrapping, not cutting); never splits ``&amp;``."""
+    out: list[str] = []
+    while len(line) > width:
+        cut = width
+        amp = line.rfind("&", max(0, cut - 5), cut)
+        if amp > 0 and ";" not in line[amp:cut]:
+            cut = amp
+        out.append(line[:cut])
+        line = line[cut:]
+    out.append(line)
+    return out
+
+
+def _pack(pairs: Iterable[tuple[str, str]], budget: int) -> list[tuple[list[str], list[str]]]:
+    """Group (mrkdwn line, plain line) pairs so each group's mrkdwn, joined by newlines, fits ``budget``.
+
+    A plain line goes with the group where its (possibly wrapped) mrkdwn line starts, so the fallback text of
+    every part holds exactly that part's content.
+    """
+    groups: list[tuple[list[str], list[str]]] = []
+    cur: list[str] = []
+    cur_plain: list[str] = []
+    size = 0
+    for mrkdwn, plain in pairs:
+        for k, piece in enumerate(_hard_wrap(mrkdwn, budget)):
+            add = len(piece) + (1 if cur else 0)
+            if cur and size + add > budget:
+                groups.append((cur, cur_plain))
+                cur, cur_plain, size = [], [], 0
+                add = len(piece)
+            cur.append(piece)
+            if k == 0:
+                cur_plain.append(plain)
+            size += add
+    if cur or not groups:
+        groups.append((cur, cur_plain))
+    return groups
+
+
+def _header(title: str, status: str | None) -> list[_Piece]:
+    emoji = EMOJI.get(status or "info", "")  # type: ignore[call-overload]
+    text = f"{emoji} {title}".strip()
+    if len(text) <= MAX_HEADER:
+        return [_piece(HeaderBlock(text=PlainTextObject(text=text, emoji=True)), text)]
+    # Too long for a header block: a bold section keeps every character.
+    return _text_blocks(_lines("*", "", text.replace("\n", " ") + "*"))
+
+
+def _text_blocks(lines: list[tuple[str, str]]) -> list[_Piece]:
+    """Section blocks for (escaped mrkdwn, plain) line pairs, split at line boundaries below 3000 characters."""
+    out: list[_Piece] = []
+    for mrkdwn, plain in _pack(lines, MAX_SECTION_TEXT):
+        body = "\n".join(mrkdwn) or " "
+        out.append(_piece(SectionBlock(text=MarkdownTextObject(text=body)), "\n".join(plain)))
+    return out
+
+
+def _lines(mrkdwn_prefix: str, plain_prefix: str, text: str) -> list[tuple[str, str]]:
+    """Pairs of (escaped, plain) lines of ``text``, the first line led by the given prefixes."""
+    raw = text.split("\n")
+    pairs = [(escape(line), line) for line in raw]
+    pairs[0] = (mrkdwn_prefix + pairs[0][0], plain_prefix + pairs[0][1])
+    return pairs
+
+
+def _code_blocks(title: str | None, head: list[str], body: list[str]) -> list[_Piece]:
+    """A code-block "table" split across sections at line boundaries; each part is a complete code block
+    that repeats the column headings, and the parts after the first say they continue."""
+    first = f"*{escape(title)}*\n" if title else ""
+    cont = f"*{escape(title)}* (continued)\n" if title else "(continued)\n"
+    head_esc = [_code_safe(h) for h in head]
+    fixed = max(len(first), len(cont)) + len("```\n\n```") + sum(len(h) + 1 for h in head_esc)
+    out: list[_Piece] = []
+    for k, (g, plain) in enumerate(_pack([(_code_safe(b), b) for b in body], MAX_SECTION_TEXT - fixed)):
+        text = (first if k == 0 else cont) + "```\n" + "\n".join(head_esc + g) + "\n```"
+        fallback_head = (title + ("" if k == 0 else " (continued)") + ":\n") if title else ""
+        out.append(_piece(SectionBlock(text=MarkdownTextObject(text=text)), fallback_head + "\n".join(head + plain)))
+    return out
+
+
+def _table(s: Section) -> list[_Piece]:
+    rendered = tabulate(s.rows, headers=s.headers, tablefmt="simple", disable_numparse=True) if s.rows or s.headers \
+        else ""
+    lines = rendered.splitlines()
+    n_head = 2 if s.headers and s.rows else (1 if s.headers else 0)
+    head, body = lines[:n_head], lines[n_head:]
+    if not body and not head:
+        body = ["(empty)"]
+    return _code_blocks(s.title, head, body)
+
+
+def _code(s: Section) -> list[_Piece]:
+    lines = (s.text or "").splitlines() or [""]
+    return _code_blocks(s.title, [], lines)
+
+
+def _fields(s: Section) -> list[_Piece]:
+    out: list[_Piece] = []
+    batch: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        if batch:
+            objs = [MarkdownTextObject(text=f"*{escape(k)}*\n{escape(v) or ' '}") for k, v in batch]
+            plain = "\n".join(f"{k}: {v}" for k, v in batch)
+            out.append(_piece(SectionBlock(fields=objs), plain))
+            batch.clear()
+
+    for k, v in s.fields:
+        if len(f"*{escape(k)}*\n{escape(v)}") > MAX_FIELD:
+            # Too long for a field: it gets its own section(s), split, so nothing is cut.
+            flush()
+            out += _text_blocks([(f"*{escape(k)}*", f"{k}:"), *_lines("", "", v)])
+            continue
+        batch.append((k, v))
+        if len(batch) == MAX_FIELDS:
+            flush()
+    flush()
+    return out
+
+
+def _context(s: Section) -> list[_Piece]:
+    lines = _lines(f"*{escape(s.title)}:* " if s.title else "", f"{s.title}: " if s.title else "", s.text or "")
+    groups = _pack(lines, MAX_CONTEXT_ELEMENT)
+    out: list[_Piece] = []
+    for i in range(0, len(groups), MAX_CONTEXT_ELEMENTS):
+        chunk = groups[i : i + MAX_CONTEXT_ELEMENTS]
+        elements = [MarkdownTextObject(text="\n".join(g) or " ") for g, _ in chunk]
+        out.append(_piece(ContextBlock(elements=elements), "\n".join("\n".join(p) for _, p in chunk)))
+    return out
+
+
+def _section(s: Section) -> list[_Piece]:
+    pieces = _section_pieces(s)
+    if len(pieces) == 1:
+        # Not split: the fallback is exactly what the terminal shows for this section.
+        pieces[0].text = render_section(s).strip("\n")
+    return pieces
+
+
+def _section_pieces(s: Section) -> list[_Piece]:
+    if s.kind == "header":
+        return _header(s.title or s.text or "", s.status)
+    if s.kind == "divider":
+        return [_piece(DividerBlock(), "")]
+    if s.kind == "fields":
+        return _fields(s) if s.fields else []
+    if s.kind == "table":
+        return _table(s)
+    if s.kind == "code":
+        return _code(s)
+    if s.kind == "context":
+        return _context(s) if (s.text or s.title) else []
+    text = s.text or ""
+    if not (text.strip() or s.title):
+        return []
+    if s.title:
+        return _text_blocks(_lines(f"*{escape(s.title)}:* ", f"{s.title}: ", text))
+    return _text_blocks(_lines("", "", text))
+
+
+def _button_text(text: str) -> str:
+    return text if len(text) <= MAX_BUTTON_TEXT else text[: MAX_BUTTON_TEXT - 1] + "…"
+
+
+def _actions(actions: list[Action]) -> list[_Piece]:
+    out: list[_Piece] = []
+    for i in range(0, len(actions), MAX_ACTIONS):
+        chunk = actions[i : i + MAX_ACTIONS]
+        buttons = [
+            ButtonElement(text=PlainTextObject(text=_button_text(a.text), emoji=True), action_id=a.action_id,
+                          value=a.value, style=a.style)
+            for a in chunk
+        ]
+        out.append(_piece(ActionsBlock(elements=buttons), "  ".join(f"[{a.text}]" for a in chunk)))
+    return out
+
+
+def attachment_sections(att: Attachment) -> list[Section]:
+    """An attachment as a code section (when it cannot be uploaded as a file)."""
+    return [Section(kind="code", title=att.title or att.filename, text=att.content)]
+
+
+def _pieces(reply: Reply, attachments: bool) -> Iterator[_Piece]:
+    yield from _header(reply.title, reply.status)
+    for s in reply.sections:
+        yield from _section(s)
+    if reply.actions:
+        yield from _actions(reply.actions)
+    if attachments:
+        for att in reply.attachments:
+            for s in attachment_sections(att):
+                yield from _section(s)
+
+
+def check_message(msg: SlackMessage) -> None:
+    """Our guard for the limits slack_sdk does not check; raises ``BlockLimitError``."""
+    if not msg.blocks:
+        raise BlockLimitError("a message without blocks")
+    if len(msg.blocks) > MAX_BLOCKS:
+        raise BlockLimitError(f"{len(msg.blocks)} blocks in one message (max {MAX_BLOCKS})")
+    dicts = msg.block_dicts()
+    size = len(json.dumps(dicts, ensure_ascii=False))
+    if size > MAX_MESSAGE_CHARS:
+        raise BlockLimitError(f"message blocks are {size} characters (max {MAX_MESSAGE_CHARS})")
+    for d in dicts:
+        if d["type"] == "section":
+            if len(d.get("text", {}).get("text", "")) > MAX_SECTION_TEXT:
+                raise BlockLimitError("section text over 3000 characters")
+            fields = d.get("fields", [])
+            if len(fields) > MAX_FIELDS or any(len(f["text"]) > MAX_FIELD for f in fields):
+                raise BlockLimitError("section fields over the limit")
+        elif d["type"] == "header" and len(d["text"]["text"]) > MAX_HEADER:
+            raise BlockLimitError("header over 150 characters")
+        elif d["type"] == "context":
+            els = d["elements"]
+            if len(els) > MAX_CONTEXT_ELEMENTS or any(len(e.get("text", "")) > MAX_CONTEXT_ELEMENT for e in els):
+                raise BlockLimitError("context block over the limit")
+
+
+def render_messages(reply: Reply, attachments: bool = True) -> list[SlackMessage]:
+    """The reply as one or more Slack messages, each within Slack's limits, in order, nothing left out.
+
+    ``attachments=False`` leaves the reply's attachments out (the caller uploads them as files).
+    """
+    groups: list[list[_Piece]] = []
+    cur: list[_Piece] = []
+    size = 2  # the surrounding [ ]
+    for p in _pieces(reply, attachments):
+        # Every message keeps room for one "continued" context block.
+        if cur and (len(cur) + 1 >= MAX_BLOCKS or size + p.size + 1 > MAX_MESSAGE_CHARS - _MARKER_CHARS):
+            groups.append(cur)
+            cur, size = [], 2
+        cur.append(p)
+        size += p.size + 1
+    if cur:
+        groups.append(cur)
+    n = len(groups)
+    messages: list[SlackMessage] = []
+    for i, g in enumerate(groups):
+        blocks = [p.block for p in g]
+        texts = [p.text for p in g if p.text]
+        if i > 0:
+            marker = f"{reply.title} — continued (part {i + 1} of {n})"
+            blocks.insert(0, ContextBlock(elements=[MarkdownTextObject(text=escape(marker)[:MAX_CONTEXT_ELEMENT])]))
+            texts.insert(0, marker)
+        msg = SlackMessage(blocks=blocks, text="\n".join(texts) or reply.title)
+        check_message(msg)
+        messages.append(msg)
+    return messages
+
+
+def render_blocks(reply: Reply) -> list[list[Block]]:
+    """The reply as Block Kit blocks, one list per message (see ``render_messages`` for the fallback text)."""
+    return [m.blocks for m in render_messages(reply)]

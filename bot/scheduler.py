@@ -1,0 +1,111 @@
+"""The bot's scheduler: APScheduler 3 (asyncio) with its job store in the bot's own database.
+
+Jobs are ``bot.jobs`` functions with deterministic ids (``follow:<service>@<node>``, ``watch:<node>``,
+``expire:<request_id>``) and ``replace_existing=True``, so re-adding replaces instead of duplicating. A
+late run is still run (``misfire_grace_time=None``), piled-up runs are coalesced into one, and a job never
+overlaps itself. On start-up the loads in flight are reconciled from the store. One scheduler per job
+store: run one ``inferbot serve`` per database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from bot import jobs
+from handlers.notify import Notifier
+from services.store import JOBSTORE_TABLE
+
+if TYPE_CHECKING:
+    from bot.app import Runtime
+
+log = logging.getLogger("inferbot.scheduler")
+JOB_DEFAULTS = {"misfire_grace_time": None, "coalesce": True, "max_instances": 1}
+
+
+class BotScheduler:
+    """Schedules follow, watch and expiry jobs; implements ``handlers.notify.Jobs``."""
+
+    def __init__(self, rt: Runtime, notifier: Notifier, *, poll_s: float | None = None,
+                 watch_s: float | None = None) -> None:
+        if rt.store is None:
+            raise RuntimeError("the scheduler needs the state store")
+        self.runtime = rt
+        self.notifier = notifier
+        self.poll_s = poll_s if poll_s is not None else rt.config.watch.poll
+        self.watch_s = watch_s if watch_s is not None else rt.config.watch.interval
+        store = SQLAlchemyJobStore(url=rt.store.jobstore_url(), tablename=JOBSTORE_TABLE)
+        self._sched = AsyncIOScheduler(jobstores={"default": store}, job_defaults=dict(JOB_DEFAULTS), timezone=UTC)
+        self._live = jobs.Live(runtime=rt, notifier=notifier, scheduler=self)
+
+    async def start(self, watch: bool | None = None) -> None:
+        """Register the live objects, start, reconcile in-flight loads and add the watchers."""
+        jobs.register(self._live)
+        self.runtime.jobs = self
+        if self.runtime.notifier is None:
+            self.runtime.notifier = self.notifier
+        self._sched.start()
+        await self.reconcile()
+        if self.runtime.config.watch.enabled if watch is None else watch:
+            self.add_watches()
+
+    async def shutdown(self) -> None:
+        """Stop running jobs (jobs stay in the store for the next start)."""
+        if self._sched.running:
+            self._sched.shutdown(wait=False)
+            await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
+        jobs.unregister(self._live)
+        if self.runtime.jobs is self:
+            self.runtime.jobs = None
+
+    # -- handlers.notify.Jobs
+    def follow(self, key: str) -> None:
+        """Poll the load ``key`` every ``[watch] poll``, starting now."""
+        self._sched.add_job(jobs.poll_follow_job, "interval", seconds=self.poll_s, id=f"follow:{key}", args=[key],
+                            replace_existing=True, next_run_time=datetime.now(UTC))
+
+    def stop_follow(self, key: str) -> None:
+        """Stop polling the load ``key``."""
+        try:
+            self._sched.remove_job(f"follow:{key}")
+        except JobLookupError:
+            pass
+
+    def expire(self, request_id: str, at: datetime) -> None:
+        """Expire the request ``request_id`` at ``at``."""
+        self._sched.add_job(jobs.expire_request_job, "date", run_date=at, id=f"expire:{request_id}",
+                            args=[request_id], replace_existing=True)
+
+    # -- start-up
+    async def reconcile(self) -> list[str]:
+        """Re-add the follow job of every load still in flight in the store; returns the keys re-added."""
+        store = self.runtime.store
+        assert store is not None
+        added: list[str] = []
+        for f in await store.active_follows():
+            if self._sched.get_job(f"follow:{f.key}") is None:
+                self.follow(f.key)
+                added.append(f.key)
+        for req in await store.open_requests():
+            if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
+                self.expire(req.id, req.expires_at)
+        if added:
+            log.info("reconciled loads in flight: %s", ", ".join(added))
+        return added
+
+    def add_watches(self) -> None:
+        """One unplanned-restart watcher per node that runs configured services."""
+        nodes = sorted({s.node for s in self.runtime.config.services})
+        for node in nodes:
+            self._sched.add_job(jobs.watch_node_job, "interval", seconds=self.watch_s, id=f"watch:{node}",
+                                args=[node], replace_existing=True, next_run_time=datetime.now(UTC))
+
+    def job_ids(self) -> list[str]:
+        """Ids of the scheduled jobs (tests, diagnostics)."""
+        return sorted(j.id for j in self._sched.get_jobs())

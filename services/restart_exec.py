@@ -1,0 +1,92 @@
+"""Run the configured restart command for one unit, and say plainly what happened.
+
+The remote command is built from exactly two things, both from the validated config: the
+``restart_command`` template (which may only contain ``{unit}``, no shell metacharacters) and the
+service's unit name, shell-quoted. No text from a chat message can reach it. After the command, one
+``systemctl show`` of the unit tells a start refused by systemd's start limit (``Result=start-limit-hit``)
+from an ordinary failure: that case is reported with its fix and never retried.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from config.models import UNIT_RE, AccessPolicy, Node, Service
+from services.models import Model
+from services.redact import redact_patterns
+from services.ssh import NodePool, NodeUnreachable
+from services.systemd import parse_show
+
+SHOW_AFTER = "Id,ActiveState,SubState,Result,MainPID,InvocationID,NRestarts"
+RESTART_LIMIT_S = 120.0  # systemctl restart waits for the stop (vLLM frees GPUs) and the start job
+
+
+class RestartResult(Model):
+    """What the restart command did, as facts (stderr already redacted)."""
+
+    command: str
+    exit_status: int | None = None
+    stderr: str = ""
+    stdout: str = ""
+    unreachable: str | None = None  # the reason the node could not be asked
+    start_limit_hit: bool = False
+    active_state: str = ""
+    sub_state: str = ""
+    result: str = ""
+    main_pid: int = 0
+    invocation_id: str = ""
+    n_restarts: int = 0
+    fix: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the command succeeded and systemd did not refuse the start."""
+        return self.unreachable is None and self.exit_status == 0 and not self.start_limit_hit
+
+    def summary(self) -> str:
+        """One line for people: what failed and why (or "exit 0")."""
+        if self.unreachable:
+            return f"the node could not be reached: {self.unreachable}"
+        if self.start_limit_hit:
+            return (f"systemd refused to start {self.command.split()[-1]}: it was started too often in a short "
+                    "time (Result=start-limit-hit)")
+        if self.exit_status != 0:
+            err = self.stderr.strip().splitlines()
+            said = f": {err[-1]}" if err else ""
+            return f"the restart command exited with status {self.exit_status}{said}"
+        return "exit 0"
+
+
+def build_restart_command(policy: AccessPolicy, service: Service) -> str:
+    """The exact remote command: the config's template with the config's unit name, shell-quoted."""
+    if not UNIT_RE.match(service.unit):  # defence in depth; the config validated it already
+        raise ValueError(f"refusing unit name {service.unit!r}")
+    return policy.restart_command.format(unit=shlex.quote(service.unit))
+
+
+async def execute_restart(pool: NodePool, node: Node, service: Service, policy: AccessPolicy) -> RestartResult:
+    """Run the restart command once (never retried), then read the unit's state once."""
+    command = build_restart_command(policy, service)
+    out = RestartResult(command=command)
+    try:
+        done = await pool.run(node, command, limit_s=max(node.timeout, RESTART_LIMIT_S))
+    except NodeUnreachable as e:
+        out.unreachable = e.error.reason
+        return out
+    out.exit_status = done.exit_status
+    out.stderr = redact_patterns(done.stderr)[-2000:]
+    out.stdout = redact_patterns(done.stdout)[-2000:]
+    out.elapsed_s = done.elapsed_s
+    try:
+        shown = await pool.run(node, f"systemctl show -p {SHOW_AFTER} -- {shlex.quote(service.unit)}")
+    except NodeUnreachable:
+        return out  # the restart ran; the follow-up probe will see the state
+    show = parse_show(shown.stdout)
+    out.active_state, out.sub_state, out.result = show.active_state, show.sub_state, show.result
+    out.main_pid, out.invocation_id, out.n_restarts = show.main_pid, show.invocation_id, show.n_restarts
+    if show.result == "start-limit-hit" or "start-limit-hit" in done.stderr or "too often" in done.stderr:
+        out.start_limit_hit = True
+        out.fix = (f"find out why it keeps failing (`logs {service.name}`), then on {node.name}: "
+                   f"`sudo systemctl reset-failed {service.unit}` and restart again — inferbot does not retry this")
+    return out

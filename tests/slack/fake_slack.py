@@ -1,0 +1,246 @@
+"""A fake Slack in the test process: Web API, response_url, file uploads and the Socket Mode websocket.
+
+Runs on 127.0.0.1 with a random port in the test's own event loop and records every call body.
+
+    fs = await FakeSlack().start()
+    client = AsyncWebClient(token="xoxb-test", base_url=fs.api_url)
+    ...
+    calls = await fs.wait_for("chat.postMessage", 1)
+    await fs.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+BOT_USER_ID = "UBOT"
+BOT_ID = "BBOT"
+TEAM_ID = "T0TEAM"
+
+
+@dataclass
+class Call:
+    """One request the fake received: the Web API method (or ``response:<id>`` / ``upload:<id>``) and body."""
+
+    method: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float = field(default_factory=time.monotonic)
+
+
+def _maybe_json(v: str) -> Any:
+    if v[:1] in "[{":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+class FakeSlack:
+    """The fake. ``fail_once(method, status=429, retry_after=0)`` makes the next call to ``method`` fail."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.acks: list[dict[str, Any]] = []
+        self.connections_opened = 0  # apps.connections.open calls
+        self.websockets_accepted = 0
+        self.sockets: list[web.WebSocketResponse] = []
+        self._failures: dict[str, list[tuple[int, dict[str, Any], dict[str, str]]]] = {}
+        self._changed = asyncio.Condition()
+        self._ts = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle
+    async def start(self) -> FakeSlack:
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_post("/response/{rid}", self._response)
+        app.router.add_post("/upload/{fid}", self._upload)
+        app.router.add_get("/link", self._link)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        for ws in list(self.sockets):
+            await ws.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- addresses
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.base}/api/"
+
+    def response_url(self, rid: str = "r1") -> str:
+        return f"{self.base}/response/{rid}"
+
+    # -- behaviour switches
+    def fail_once(self, method: str, status: int = 429, retry_after: int | None = 0,
+                  body: dict[str, Any] | None = None) -> None:
+        """The next call to ``method`` answers ``status`` (429 → ``Retry-After``, ``ratelimited``)."""
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        default = {"ok": False, "error": "ratelimited" if status == 429 else "fatal_error"}
+        self._failures.setdefault(method, []).append((status, body or default, headers))
+
+    # -- recording
+    async def _record(self, method: str, body: dict[str, Any], request: web.Request) -> None:
+        async with self._changed:
+            self.calls.append(Call(method, body, {k.lower(): v for k, v in request.headers.items()}))
+            self._changed.notify_all()
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    async def wait_for(self, method: str, count: int = 1, within: float = 3.0) -> list[Call]:
+        """Wait until at least ``count`` calls to ``method`` arrived; returns them."""
+        async def enough() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self.calls_to(method)) >= count)
+
+        try:
+            await asyncio.wait_for(enough(), within)
+        except TimeoutError:
+            raise AssertionError(f"expected {count} call(s) to {method}, got {len(self.calls_to(method))}: "
+                                 f"{[c.method for c in self.calls]}") from None
+        return self.calls_to(method)
+
+    async def quiet(self, seconds: float = 0.2) -> None:
+        """Let in-flight work finish (to assert that nothing more arrives)."""
+        await asyncio.sleep(seconds)
+
+    # -- Web API
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        # slack_sdk sends some arguments as the query string (``params``), the rest as form or JSON.
+        query = {k: _maybe_json(v) for k, v in request.query.items()}
+        raw = await request.text()
+        ctype = request.headers.get("Content-Type", "")
+        if "json" in ctype:
+            return {**query, **(json.loads(raw) if raw else {})}
+        if "multipart" in ctype:
+            return {**query, "_multipart": True}
+        return {**query, **{k: _maybe_json(v) for k, v in parse_qsl(raw, keep_blank_values=True)}}
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        body = await self._body(request)
+        await self._record(method, body, request)
+        auth = request.headers.get("Authorization", "")
+        if not auth.startswith("Bearer x"):
+            return web.json_response({"ok": False, "error": "not_authed"})
+        queue = self._failures.get(method)
+        if queue:
+            status, fbody, headers = queue.pop(0)
+            return web.json_response(fbody, status=status, headers=headers)
+        return web.json_response(self._answer(method, body), headers={"x-oauth-scopes": "chat:write,commands"})
+
+    def _answer(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        if method == "auth.test":
+            return {"ok": True, "url": "https://fake.slack/", "team": "Fake", "user": "inferbot",
+                    "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        if method in ("chat.postMessage", "chat.update"):
+            ts = body.get("ts") or f"{1_700_000_000 + next(self._ts)}.000100"
+            return {"ok": True, "channel": body.get("channel"), "ts": ts,
+                    "message": {"text": body.get("text"), "ts": ts}}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": f"{1_700_000_000 + next(self._ts)}.000200"}
+        if method == "apps.connections.open":
+            self.connections_opened += 1
+            return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"}
+        if method == "usergroups.users.list":
+            return {"ok": True, "users": []}
+        if method == "files.getUploadURLExternal":
+            fid = "F" + uuid.uuid4().hex[:8].upper()
+            return {"ok": True, "upload_url": f"{self.base}/upload/{fid}", "file_id": fid}
+        if method == "files.completeUploadExternal":
+            files = body.get("files") or []
+            return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")} for f in files]}
+        return {"ok": True}
+
+    async def _response(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        await self._record(f"response:{request.match_info['rid']}", body, request)
+        return web.Response(text="ok")
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        data = await request.read()
+        await self._record(f"upload:{request.match_info['fid']}", {"size": len(data),
+                                                                     "content": data.decode(errors="replace")},
+                           request)
+        return web.Response(text="OK")
+
+    # -- Socket Mode
+    async def _link(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()  # autoping: answers the client's pings
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        self.websockets_accepted += 1
+        async with self._changed:
+            self._changed.notify_all()
+        await ws.send_json({"type": "hello", "num_connections": 1, "debug_info": {"host": "fake"}})
+        try:
+            async for msg in ws:
+                if msg.type == WSMsgType.TEXT:
+                    data = json.loads(msg.data)
+                    async with self._changed:
+                        self.acks.append(data)
+                        self._changed.notify_all()
+        finally:
+            if ws in self.sockets:
+                self.sockets.remove(ws)
+            async with self._changed:
+                self._changed.notify_all()
+        return ws
+
+    async def wait_connected(self, accepted: int = 1, within: float = 3.0) -> None:
+        """Wait until ``accepted`` websockets were accepted in all, and the newest is open."""
+        async def ok() -> None:
+            async with self._changed:
+                await self._changed.wait_for(
+                    lambda: self.websockets_accepted >= accepted and bool(self.sockets)
+                    and not self.sockets[-1].closed)
+
+        await asyncio.wait_for(ok(), within)
+
+    async def send_envelope(self, type_: str, payload: dict[str, Any], retry_attempt: int = 0,
+                            retry_reason: str = "") -> str:
+        """Push an envelope to the newest open websocket; returns its envelope id."""
+        envelope_id = str(uuid.uuid4())
+        ws = [s for s in self.sockets if not s.closed][-1]
+        await ws.send_json({"envelope_id": envelope_id, "type": type_, "payload": payload,
+                            "accepts_response_payload": type_ != "events_api",
+                            "retry_attempt": retry_attempt, "retry_reason": retry_reason})
+        return envelope_id
+
+    async def wait_ack(self, envelope_id: str, within: float = 2.0) -> dict[str, Any]:
+        async def got() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: any(a.get("envelope_id") == envelope_id for a in self.acks))
+
+        await asyncio.wait_for(got(), within)
+        return next(a for a in self.acks if a.get("envelope_id") == envelope_id)
+
+    async def send_disconnect(self) -> None:
+        """What Slack sends before it rotates a connection: the client must reconnect."""
+        ws = [s for s in self.sockets if not s.closed][-1]
+        await ws.send_json({"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake"}})

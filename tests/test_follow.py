@@ -1,0 +1,140 @@
+"""Following loads: failures, timeouts, a bot killed mid-load, a Slack outage, restarts made by hand.
+
+Same harness as ``test_restart.py``: the simulated node behind a real sshd, the real store and scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from handlers.notify import RecordingNotifier
+from handlers.reply import Reply
+from services.sim.scenarios import KIMI_UNIT
+from tests.conftest import MakeCluster
+from tests.test_restart import (
+    NOTIFY,
+    OPS,
+    THREAD,
+    access,
+    bot,
+    kimi,
+    kimi_cluster,
+    notices,
+    ready_in_both,
+    request,
+    set_profile,
+    until,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+async def test_load_that_fails_posts_one_failure_notice(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, scenario=kimi(restart="no"), access_=access(cooldown="0s"))
+    set_profile(cluster.sims["gpu-a"], fail_at="oom", fail_shard=20)
+    async with bot(cluster.config) as b:
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(lambda: bool(notices(b, "failed", NOTIFY)) and bool(notices(b, "failed", OPS, THREAD)), 15,
+                    "the failure notices")
+        await asyncio.sleep(0.5)
+        for where in ((OPS, THREAD), (NOTIFY, None)):
+            texts = notices(b, "failed", *where)
+            assert len(texts) == 1 and texts[0].startswith("❌ kimi on gpu-a failed — "), texts
+        post = next(p for p in b.notifier.posts if p.channel == NOTIFY and "failed" in p.text)
+        assert any(s.title == "Last journal lines" and s.text for s in post.reply.sections)
+        assert any(s.title == "What to try" for s in post.reply.sections)
+        for s in post.reply.sections:
+            assert "hf_" not in (s.text or "") and "sk-kimi" not in (s.text or "")
+        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        assert req is not None and req.state == "failed"
+
+
+async def test_load_that_times_out(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"), watch={"max_load": "1s"})
+    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.05)  # ~6 s of weights: longer than max_load
+    async with bot(cluster.config) as b:
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(lambda: bool(notices(b, "failed", NOTIFY)), 8, "the timeout notice")
+        text = notices(b, "failed", NOTIFY)[0]
+        assert text.startswith("❌ kimi on gpu-a failed — timed out") and "1s" in text
+        load = await b.rt.store.last_load("kimi", "gpu-a")  # type: ignore[union-attr]
+        assert load is not None and load.outcome == "timeout"
+
+
+async def test_bot_killed_mid_load_and_started_again_one_ready_notice(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster)
+    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.02)  # ~2.5 s of weights
+    notifier = RecordingNotifier()  # stands for the Slack channel both processes post to
+    async with bot(cluster.config, notifier=notifier) as first:
+        rid = await request(first)
+        assert (await first.click("restart_confirm", rid)).executed
+        await until(lambda: any(p.reply.data.get("kind") == "progress" for p in notifier.posts), 5, "progress")
+    # The first process is gone mid-load (its jobs stay in the database).
+    assert not notices_in(notifier, "is ready")
+    async with bot(cluster.config, notifier=notifier) as second:
+        assert "follow:kimi@gpu-a" in second.scheduler.job_ids()
+        await until(lambda: len(notices_in(notifier, "is ready")) >= 2, 15, "ready after the restart")
+        await asyncio.sleep(0.5)
+    async with bot(cluster.config, notifier=notifier):  # a third start finds nothing left to say
+        await asyncio.sleep(0.5)
+    assert len([t for t in notifier.texts(OPS, THREAD) if "is ready" in t]) == 1
+    assert len([t for t in notifier.texts(NOTIFY) if "is ready" in t]) == 1
+    assert len([p for p in notifier.posts if p.reply.data.get("kind") == "progress"]) == 1
+
+
+def notices_in(n: RecordingNotifier, word: str) -> list[str]:
+    return [t for t in n.texts() if word in t]
+
+
+async def test_notice_outage_is_retried_and_still_exactly_once(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster)
+    flaky = FlakyNotifier(fail_word="is ready", failures=3)
+    async with bot(cluster.config, notifier=flaky) as b:
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(ready_in_both(b), 15, "ready after the outage")
+        await asyncio.sleep(0.5)
+        assert flaky.failures == 3
+        assert len(notices(b, "is ready", OPS, THREAD)) == 1
+        assert len(notices(b, "is ready", NOTIFY)) == 1
+
+
+class FlakyNotifier(RecordingNotifier):
+    """Fails the first ``failures`` posts whose text contains ``fail_word`` (an outage at the worst moment)."""
+
+    def __init__(self, fail_word: str, failures: int) -> None:
+        super().__init__()
+        self.fail_word, self.left = fail_word, failures
+
+    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str:
+        if self.left > 0 and self.fail_word in str(reply.data.get("notice", reply.title)):
+            self.left -= 1
+            self.failures += 1
+            raise ConnectionError("Slack is down")
+        return await super().post(channel, thread_ts, reply)
+
+
+async def test_restart_by_hand_is_noticed_and_followed(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    async with bot(cluster.config, watch=True) as b:
+        # The watcher's first look only sets the baseline.
+        deadline = time.monotonic() + 5
+        while await b.rt.store.get_watch("kimi", "gpu-a") is None:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert b.notifier.posts == []
+        await sim.restart_unit(KIMI_UNIT)  # someone ran systemctl restart over SSH
+        await until(lambda: bool(notices(b, "restarted (not by inferbot)", NOTIFY)), 8, "the ⚠️ notice")
+        warn = notices(b, "restarted (not by inferbot)", NOTIFY)
+        assert len(warn) == 1 and warn[0].startswith("⚠️ kimi on gpu-a restarted (not by inferbot) at ")
+        await until(lambda: bool(notices(b, "is ready", NOTIFY)), 15, "the ready notice")
+        await asyncio.sleep(0.8)  # more watch rounds: the same restart is not reported again
+        assert len(notices(b, "restarted (not by inferbot)", NOTIFY)) == 1
+        assert len(notices(b, "is ready", NOTIFY)) == 1
+        assert b.restarts_run() == []

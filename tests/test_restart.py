@@ -1,0 +1,401 @@
+"""Guarded restarts end to end: the simulated node behind a real sshd, the real store and scheduler.
+
+A ``Bot`` here is one bot process: a runtime on the cluster's config, a recording notifier, and the
+APScheduler scheduler on the shared SQLite file. Slack itself is covered in ``test_restart_slack.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import Runtime, runtime
+from bot.dispatch import answer
+from bot.scheduler import BotScheduler
+from config.models import BotConfig, Node
+from handlers.context import Asker
+from handlers.follow import reset_pacing
+from handlers.notify import RecordingNotifier
+from handlers.reply import Reply
+from handlers.restart import ActionOutcome, on_action
+from services.access import StaticGroups
+from services.models import CommandResult
+from services.sim.node import SimNode
+from services.sim.scenarios import KIMI_UNIT, NodeScenario, fast_profile, kimi_node, kimi_unit
+from tests.conftest import MakeCluster, SimCluster
+from tests.sshd import free_port
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+ALICE, BOB, CAROL, EVE = "U0ALICE", "U0BOB", "U0CAROL", "U0EVE"
+OPS, OTHER, NOTIFY = "C0OPS", "C0OTHER", "C0NOTIFY"
+SRE = "S0SRE"
+THREAD = "1700000000.000100"
+RESTART_CMD = "sudo -n systemctl restart vllm-kimi-k25-int4.service"
+
+
+def kimi(**unit: Any) -> NodeScenario:
+    """The Kimi node, fast load, on a free port; ``unit`` goes to ``kimi_unit``."""
+    scenario = kimi_node(fast=True, port=free_port())
+    if unit:
+        scenario.units[0] = kimi_unit(fast=True, port=scenario.units[0].port, **unit)
+    return scenario
+
+
+def set_profile(sim: SimNode, **changes: Any) -> None:
+    """Change how the *next* load of the fake vLLM behaves (it reads its profile at each start)."""
+    path = sim.root / "var/lib/inferbot-sim" / f"{KIMI_UNIT}.json"
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data))
+
+
+def access(**extra: Any) -> dict[str, Any]:
+    return {"restart_users": [ALICE, BOB], "restart_usergroups": [SRE], "restart_channels": [OPS],
+            "cooldown": "10m", **extra}
+
+
+async def kimi_cluster(make_cluster: MakeCluster, *, scenario: NodeScenario | None = None,
+                       access_: dict[str, Any] | None = None, watch: dict[str, Any] | None = None,
+                       ready: bool = True) -> SimCluster:
+    cluster = await make_cluster(
+        {"gpu-a": scenario or kimi()},
+        access=access_ or access(),
+        notify={"channel": NOTIFY},
+        watch={"poll": "0.2s", "interval": "0.3s", "max_load": "60s", **(watch or {})},
+    )
+    if ready:
+        await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    return cluster
+
+
+@dataclass
+class Bot:
+    """One bot process on the cluster's config and state database."""
+
+    rt: Runtime
+    notifier: RecordingNotifier
+    scheduler: BotScheduler
+    commands: list[str] = field(default_factory=list)
+
+    def ctx(self, user: str | None = ALICE, channel: str | None = OPS, thread: str | None = THREAD) -> Any:
+        return self.rt.context(Asker(surface="slack", user_id=user, channel_id=channel, thread_ts=thread))
+
+    async def ask(self, text: str, user: str = ALICE, channel: str = OPS) -> Reply:
+        return await answer(text, self.ctx(user, channel))
+
+    async def click(self, action: str, request_id: str, user: str = BOB, channel: str = OPS) -> ActionOutcome:
+        return await on_action(self.ctx(user, channel, None), action, request_id)
+
+    def restarts_run(self) -> list[str]:
+        return [c for c in self.commands if "systemctl restart" in c]
+
+
+@contextlib.asynccontextmanager
+async def bot(config: BotConfig, *, watch: bool = False,
+              notifier: RecordingNotifier | None = None) -> AsyncIterator[Bot]:
+    """Start one bot (runtime + scheduler); stop it on exit (its jobs stay in the database)."""
+    reset_pacing()
+    async with runtime(config) as rt:
+        rec = notifier or RecordingNotifier()
+        rt.notifier = rec
+        rt.groups = StaticGroups({SRE: [CAROL]})
+        b = Bot(rt=rt, notifier=rec, scheduler=BotScheduler(rt, rec))
+        real_run = rt.pool.run
+
+        async def recording_run(node: Node, command: str, limit_s: float | None = None,
+                                stdin: str | None = None) -> CommandResult:
+            b.commands.append(command)
+            return await real_run(node, command, limit_s=limit_s, stdin=stdin)
+
+        rt.pool.run = recording_run  # type: ignore[method-assign]
+        await b.scheduler.start(watch=watch)
+        try:
+            yield b
+        finally:
+            await b.scheduler.shutdown()
+
+
+async def until(pred: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def notices(b: Bot, word: str, channel: str | None = None, thread: str | None = None) -> list[str]:
+    return [t for t in b.notifier.texts(channel, thread) if word in t]
+
+
+def ready_in_both(b: Bot) -> Callable[[], bool]:
+    return lambda: bool(notices(b, "is ready", OPS, THREAD)) and bool(notices(b, "is ready", NOTIFY))
+
+
+async def request(b: Bot, text: str = "restart kimi", user: str = ALICE) -> str:
+    reply = await b.ask(text, user)
+    assert reply.ok, reply.title + " " + str(reply.error)
+    assert [a.action_id for a in reply.actions] == ["restart_confirm", "restart_cancel"]
+    rid = str(reply.data["request_id"])
+    assert all(a.value == rid for a in reply.actions)
+    return rid
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+async def test_request_confirm_restart_ready_exactly_once(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    old_pid = sim.state(KIMI_UNIT).main_pid
+    async with bot(cluster.config) as b:
+        reply = await b.ask("restart kimi")
+        # Impact shown before anyone confirms.
+        facts = dict(next(s.fields for s in reply.sections if s.kind == "fields"))
+        assert facts["node"] == "gpu-a" and facts["unit"] == KIMI_UNIT
+        assert "ready" in facts["current state"]
+        assert "running" in facts["requests"] and "waiting" in facts["requests"]
+        assert "unavailable" in reply.data["unavailable"]
+        rid = str(reply.data["request_id"])
+        out = await b.click("restart_confirm", rid, user=BOB)
+        assert out.executed and out.message is not None
+        assert out.message.data["notice"].startswith(f"Restart confirmed by <@{BOB}> at ")
+        assert "restarting" in out.message.data["notice"]
+        await until(ready_in_both(b), 15, "the ready notices")
+        assert sim.state(KIMI_UNIT).main_pid != old_pid
+        await asyncio.sleep(0.6)  # a few more polls: nothing else may be posted
+        for where in ((OPS, THREAD), (NOTIFY, None)):
+            texts = notices(b, "is ready", *where)
+            assert len(texts) == 1, texts
+            assert texts[0].startswith("✅ kimi on gpu-a is ready — loaded in ")
+        assert b.restarts_run() == [RESTART_CMD]
+        # One progress message, in the thread, edited (not re-posted).
+        progress = [p for p in b.notifier.posts if p.reply.data.get("kind") == "progress"]
+        assert len(progress) == 1 and progress[0].thread_ts == THREAD
+        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        assert req is not None and req.state == "done" and req.confirmed_by == BOB
+        assert await b.rt.store.lock_holder("restart:kimi@gpu-a", b.ctx().now()) is None  # type: ignore[union-attr]
+        events = [e.event for e in await b.rt.store.recent_audit("kimi")]  # type: ignore[union-attr]
+        for ev in ("restart.requested", "restart.confirmed", "restart.executed", "load.ready"):
+            assert ev in events
+        assert "follow:kimi@gpu-a" not in b.scheduler.job_ids()
+        history = await b.ask("history kimi")
+        assert any("restart.executed" in row for row in history.sections[0].rows)
+
+
+async def test_refused_user_channel_and_default_policy(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, ready=False)
+    async with bot(cluster.config) as b:
+        r = await b.ask("restart kimi", user=EVE)
+        assert not r.ok and r.title.startswith("Restart of kimi not allowed")
+        assert "not allowed" in str(r.error) and EVE in str(r.error)
+        r = await b.ask("restart kimi", user=ALICE, channel=OTHER)
+        assert not r.ok and "not allowed" in str(r.error) and OTHER in str(r.error)
+        r = await b.ask("restart kimi", user=CAROL)  # in the SRE user group
+        assert r.ok and r.actions
+        refused = [e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.refused"]  # type: ignore[union-attr]
+        assert {e.who for e in refused} == {EVE, ALICE}
+    default = cluster.config.model_copy(update={"access": cluster.config.access.model_copy(
+        update={"restart_users": [], "restart_usergroups": []})})
+    async with bot(default) as b:
+        r = await b.ask("restart kimi", user=ALICE)
+        assert not r.ok and "nobody may restart" in str(r.error)
+        assert any(f'restart_users = ["{ALICE}"]' in (s.text or "") for s in r.sections)
+    assert cluster.sims["gpu-a"].state(KIMI_UNIT).n_restarts == 0
+
+
+async def test_click_by_someone_not_allowed_changes_nothing(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, ready=False)
+    async with bot(cluster.config) as b:
+        rid = await request(b)
+        out = await b.click("restart_confirm", rid, user=EVE)
+        assert out.message is None and out.ephemeral is not None and out.ephemeral.startswith("not allowed")
+        out = await b.click("restart_cancel", rid, user=EVE)
+        assert out.message is None and "not allowed" in str(out.ephemeral)
+        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        assert req is not None and req.state == "pending"
+        assert b.restarts_run() == []
+
+
+async def test_two_person_rule(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, access_=access(require_second_person=True))
+    async with bot(cluster.config) as b:
+        rid = await request(b, user=ALICE)
+        out = await b.click("restart_confirm", rid, user=ALICE)
+        assert out.message is None and "two-person rule" in str(out.ephemeral) and "not allowed" in str(out.ephemeral)
+        assert b.restarts_run() == []
+        out = await b.click("restart_confirm", rid, user=BOB)
+        assert out.executed
+        await until(ready_in_both(b), 15, "ready")
+        assert b.restarts_run() == [RESTART_CMD]
+
+
+async def test_two_people_click_at_once_and_two_replicas_one_restart(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    pid = sim.state(KIMI_UNIT).main_pid
+    async with bot(cluster.config) as a:
+        async with runtime(cluster.config) as other:  # a second replica on the same database
+            other.groups = StaticGroups({SRE: [CAROL]})
+            ran: list[str] = []
+            real = other.pool.run
+
+            async def rec(node: Node, command: str, limit_s: float | None = None,
+                          stdin: str | None = None) -> CommandResult:
+                ran.append(command)
+                return await real(node, command, limit_s=limit_s, stdin=stdin)
+
+            other.pool.run = rec  # type: ignore[method-assign]
+            rid = await request(a)
+            clicks = [a.click("restart_confirm", rid, user=BOB), a.click("restart_confirm", rid, user=CAROL),
+                      on_action(other.context(Asker(surface="slack", user_id=ALICE, channel_id=OPS)),
+                                "restart_confirm", rid),
+                      a.click("restart_confirm", rid, user=BOB)]  # Slack redelivers a click
+            outs = await asyncio.gather(*clicks)
+            assert sum(o.executed for o in outs) == 1
+            losers = [o for o in outs if not o.executed]
+            assert all("refused" in str(o.ephemeral) for o in losers), [o.ephemeral for o in losers]
+            assert len(a.restarts_run() + [c for c in ran if "systemctl restart" in c]) == 1
+            await until(ready_in_both(a), 15, "ready")
+            assert sim.state(KIMI_UNIT).main_pid != pid
+            # A replay after the fact is refused too, and names who confirmed.
+            late = await a.click("restart_confirm", rid, user=BOB)
+            assert not late.executed and "refused: already confirmed by" in str(late.ephemeral)
+            assert len(notices(a, "is ready", NOTIFY)) == 1
+
+
+async def test_expired_cancelled_and_replayed_clicks(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, access_=access(confirm_ttl="1s"), ready=False)
+    async with bot(cluster.config) as b:
+        # Expiry by the scheduled job rewrites the posted message.
+        rid = await request(b)
+        await b.rt.store.set_request_message(rid, OPS, "1700000000.000900")  # type: ignore[union-attr]
+        await until(lambda: any("Expired" in t for t in b.notifier.texts(OPS)), 5, "the expiry rewrite")
+        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        assert req is not None and req.state == "expired"
+        out = await b.click("restart_confirm", rid)
+        assert not out.executed and "expired" in str(out.ephemeral)
+        assert out.message is not None and "Expired — ask again" in out.message.data["notice"]
+        # A click after the deadline, before the job ran, expires it too.
+        rid2 = await request(b)
+        await asyncio.sleep(1.05)
+        out = await b.click("restart_confirm", rid2)
+        assert not out.executed and "expired" in str(out.ephemeral).lower()
+        # Cancel, then confirm the cancelled request.
+        rid3 = await request(b)
+        out = await b.click("restart_cancel", rid3, user=BOB)
+        assert out.message is not None and out.message.data["notice"] == f"Cancelled by <@{BOB}>"
+        out = await b.click("restart_confirm", rid3, user=ALICE)
+        assert not out.executed and "cancelled" in str(out.ephemeral)
+        assert b.restarts_run() == []
+        events = [e.event for e in await b.rt.store.recent_audit("kimi")]  # type: ignore[union-attr]
+        assert "restart.expired" in events and "restart.cancelled" in events
+
+
+async def test_cooldown_and_force(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster)
+    async with bot(cluster.config) as b:
+        await b.rt.store.record_restart("kimi", "gpu-a", b.ctx().now(), ALICE, False)  # type: ignore[union-attr]
+        r = await b.ask("restart kimi")
+        assert not r.ok and "refused: cooldown" in str(r.error) and "force" in str(r.error)
+        rid = await request(b, "restart kimi force")
+        out = await b.click("restart_confirm", rid)
+        assert out.executed
+        await until(ready_in_both(b), 15, "ready")
+        last = await b.rt.store.last_restart_record("kimi", "gpu-a")  # type: ignore[union-attr]
+        assert last is not None and last.forced and last.by == BOB
+        executed = [e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.executed"]  # type: ignore[union-attr]
+        assert len(executed) == 1 and "forced" in executed[0].detail
+
+
+async def test_in_flight_lock_refuses_a_second_request(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, ready=False)
+    async with bot(cluster.config) as b:
+        await b.rt.store.acquire_lock("restart:kimi@gpu-a", "r-other", 60, b.ctx().now())  # type: ignore[union-attr]
+        r = await b.ask("restart kimi")
+        assert not r.ok and "in flight" in str(r.error) and str(r.error).startswith("refused")
+
+
+async def test_message_text_never_reaches_the_remote_command(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"))
+    async with bot(cluster.config) as b:
+        rid = await request(b, "restart kimi; rm -rf / $(touch /tmp/pwned) `id`")
+        out = await b.click("restart_confirm", rid)
+        assert out.executed
+        assert b.restarts_run() == [RESTART_CMD]
+        for c in b.commands:
+            assert "rm -rf" not in c and "pwned" not in c and "`id`" not in c
+        await until(ready_in_both(b), 15, "ready")
+
+
+async def test_start_limit_hit_reported_with_fix_and_not_retried(make_cluster: MakeCluster) -> None:
+    scenario = kimi(start_limit_burst=1, start_limit_interval_s=600)
+    cluster = await kimi_cluster(make_cluster, scenario=scenario, access_=access(cooldown="0s"))
+    async with bot(cluster.config) as b:
+        rid = await request(b)
+        out = await b.click("restart_confirm", rid)
+        assert out.executed and out.message is not None
+        text = out.message.data["notice"]
+        assert "start-limit-hit" in text and "failed" in text
+        assert any("reset-failed" in (s.text or "") for s in out.message.sections)
+        assert b.restarts_run() == [RESTART_CMD]
+        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        assert req is not None and req.state == "failed"
+        assert await b.rt.store.lock_holder("restart:kimi@gpu-a", b.ctx().now()) is None  # type: ignore[union-attr]
+
+
+async def test_terminal_restart_typed_name_and_wait(make_cluster: MakeCluster, tmp_path: Path) -> None:
+    import io
+
+    from bot.restart_cli import run_restart
+
+    cluster = await kimi_cluster(make_cluster, access_={"cooldown": "0s"})  # default policy: nobody in Slack
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=False, wait=False, confirm="qwen", out=out) == 1
+    assert "refused: you typed 'qwen'" in out.getvalue() and "nothing was restarted" in out.getvalue()
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "nope", force=False, wait=False, confirm=None, out=out) == 2
+    assert "known: kimi@gpu-a" in out.getvalue()
+    pid = cluster.sims["gpu-a"].state(KIMI_UNIT).main_pid
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=False, wait=True, confirm="kimi", out=out) == 0
+    text = out.getvalue()
+    assert "the service will be unavailable" in text and "Restart confirmed by terminal" in text
+    assert "✅ kimi on gpu-a is ready — loaded in" in text
+    assert cluster.sims["gpu-a"].state(KIMI_UNIT).main_pid != pid
+
+
+def test_fast_profile_is_fast() -> None:
+    assert fast_profile().total_load_s() < 2.5
+
+
+async def test_audit_is_mirrored_and_listed(tmp_path: Path) -> None:
+    from handlers.audit import handle as audit_handle
+    from handlers.audit import record
+    from handlers.context import Context, Request
+    from services.cluster import Cluster
+    from services.ssh import NodePool
+    from services.store import Store
+
+    config = BotConfig.model_validate({"audit": {"channel": "C0AUDIT"}})
+    store = Store(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+    rec = RecordingNotifier()
+    ctx = Context(config=config, cluster=Cluster(config, NodePool()), store=store,
+                  asker=Asker(surface="slack", user_id=ALICE, channel_id=OPS), extras={"notifier": rec})
+    await record(ctx, "restart.refused", "kimi", "gpu-a", "not allowed: nobody may restart services yet")
+    await record(ctx, "restart.requested", "qwen", "gpu-b", "asked to restart")
+    mirrored = rec.texts("C0AUDIT")
+    assert len(mirrored) == 2 and f"<@{ALICE}>" in mirrored[0] and "restart.refused" in mirrored[0]
+    reply = await audit_handle(ctx, Request(intent="audit", services=[], nodes=[]))
+    table = reply.sections[0]
+    assert table.headers == ["when (UTC)", "who", "where", "what", "service", "detail"]
+    assert [r[3] for r in table.rows] == ["restart.requested", "restart.refused"]
+    await store.close()
