@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from handlers.context import Context
+from handlers.context import Context, Request
+from handlers.reply import Reply, Section, Status
 from services.cluster import Snapshot
 from services.models import ServiceState
+from services.probe import ProbeOptions
+
+Card = Callable[[ServiceState, Context], list[Section]]
 
 
 async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
@@ -78,3 +83,33 @@ def snapshot_data(snap: Snapshot) -> dict[str, Any]:
             for n in snap.nodes
         ],
     }
+
+
+async def service_cards(
+    ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False
+) -> tuple[Snapshot, list[Section], list[Status]]:
+    """Probe the targets and build one card per service, plus cards for nodes that failed.
+
+    Returns the snapshot, the sections and each card's status (for the reply's overall status).
+    """
+    from handlers.common import STATE_STATUS
+    from handlers.settings import node_error_sections
+
+    snap = await ctx.cluster.snapshot(req.services, req.nodes, probe)
+    await apply_history(ctx, snap.services)
+    if record:
+        await record_snapshots(ctx, snap.services)
+    sections: list[Section] = []
+    for st in snap.services:
+        sections += card(st, ctx)
+    sections += node_error_sections(snap, {s.node for s in snap.services})
+    statuses: list[Status] = [STATE_STATUS[s.state] for s in snap.services]
+    statuses += ["error" for n in snap.nodes if not n.ok]
+    return snap, sections, statuses
+
+
+def cards_reply(intent: str, title: str, snap: Snapshot, sections: list[Section], statuses: list[Status]) -> Reply:
+    """The reply for a list of service cards."""
+    from handlers.common import worst
+
+    return Reply(intent=intent, title=title, status=worst(statuses), sections=sections, data=snapshot_data(snap))

@@ -10,10 +10,9 @@ from handlers.common import (
     state_line,
     throughput_line,
     warnings_section,
-    worst,
 )
 from handlers.context import Context, Request
-from handlers.live import apply_history, record_snapshots, snapshot_data
+from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
 from services.cluster import Snapshot
 from services.models import ServiceState
@@ -83,19 +82,15 @@ def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """Probe the targets and describe their settings."""
-    snap = await ctx.cluster.snapshot(req.services, req.nodes, SETTINGS_PROBE)
-    await apply_history(ctx, snap.services)
-    await record_snapshots(ctx, snap.services)
     focus = req.args.get("focus")
-    sections: list[Section] = []
-    for st in snap.services:
-        sections += service_sections(st, ctx, focus if isinstance(focus, str) else None)
-    sections += node_error_sections(snap, {s.node for s in snap.services})
+
+    def card(st: ServiceState, c: Context) -> list[Section]:
+        return service_sections(st, c, focus if isinstance(focus, str) else None)
+
+    snap, sections, statuses = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
     if not sections:
         none = "No services or nodes are configured — see the README's config reference."
         sections.append(Section(kind="text", text=none))
-    statuses = [STATE_STATUS[s.state] for s in snap.services] + ["error" for n in snap.nodes if not n.ok]
     title = "Current settings" if not req.explicit_target else "Settings for " + ", ".join(
         dict.fromkeys([s.service for s in snap.services] or [n.name for n in req.nodes]))
-    return Reply(intent="settings", title=title, status=worst(statuses), sections=sections,
-                 data=snapshot_data(snap))
+    return cards_reply("settings", title, snap, sections, statuses)

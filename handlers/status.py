@@ -10,12 +10,10 @@ from handlers.common import (
     remaining,
     state_line,
     warnings_section,
-    worst,
 )
 from handlers.context import Context, Request
-from handlers.live import apply_history, record_snapshots, snapshot_data
+from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
-from handlers.settings import node_error_sections
 from services.models import ServiceState
 from services.probe import ProbeOptions
 
@@ -80,14 +78,7 @@ def status_sections(st: ServiceState, ctx: Context) -> list[Section]:
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """Status of the targets."""
-    snap = await ctx.cluster.snapshot(req.services, req.nodes, STATUS_PROBE)
-    await apply_history(ctx, snap.services)
-    await record_snapshots(ctx, snap.services)
-    sections: list[Section] = []
-    for st in snap.services:
-        sections += status_sections(st, ctx)
-    sections += node_error_sections(snap, {s.node for s in snap.services})
-    statuses = [STATE_STATUS[s.state] for s in snap.services] + ["error" for n in snap.nodes if not n.ok]
+    snap, sections, statuses = await service_cards(ctx, req, STATUS_PROBE, status_sections, record=True)
     ready = sum(1 for s in snap.services if s.state == "ready")
     title = f"Status — {ready}/{len(snap.services)} ready" if snap.services else "Status"
-    return Reply(intent="status", title=title, status=worst(statuses), sections=sections, data=snapshot_data(snap))
+    return cards_reply("status", title, snap, sections, statuses)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from handlers.common import STATE_STATUS, state_line, warnings_section, worst
+from handlers.common import STATE_STATUS, state_line, warnings_section
 from handlers.context import Context, Request
-from handlers.live import apply_history, snapshot_data
+from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
-from handlers.settings import node_error_sections
 from services import bench as bench_fmt
 from services.models import ServiceState
 from services.probe import ProbeOptions
@@ -57,12 +56,5 @@ def throughput_sections(st: ServiceState, ctx: Context) -> list[Section]:
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """Throughput of the targets."""
-    snap = await ctx.cluster.snapshot(req.services, req.nodes, THROUGHPUT_PROBE)
-    await apply_history(ctx, snap.services)
-    sections: list[Section] = []
-    for st in snap.services:
-        sections += throughput_sections(st, ctx)
-    sections += node_error_sections(snap, {s.node for s in snap.services})
-    statuses = [STATE_STATUS[s.state] for s in snap.services] + ["error" for n in snap.nodes if not n.ok]
-    return Reply(intent="throughput", title="Throughput", status=worst(statuses), sections=sections,
-                 data=snapshot_data(snap))
+    snap, sections, statuses = await service_cards(ctx, req, THROUGHPUT_PROBE, throughput_sections)
+    return cards_reply("throughput", "Throughput", snap, sections, statuses)
