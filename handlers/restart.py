@@ -12,6 +12,7 @@ redelivered click, two people clicking at once or two replicas of the bot run th
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from collections.abc import Mapping
@@ -32,6 +33,7 @@ from services.restart_exec import RestartResult, build_restart_command, execute_
 from services.store import RestartRequest, Store
 
 IMPACT_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=1, http_timeout_s=3.0)
+log = logging.getLogger("inferbot.restart")
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"
 _BY_MENTION = re.compile(r" by <@[UW][A-Z0-9]+>")
@@ -87,17 +89,24 @@ async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str
     if holder is not None:
         return (f"refused: another restart of {service.name} on {service.node} is in flight (request {holder}); "
                 f"wait for its ready or failed notice"), st
+    return await cooldown_refusal(ctx, service, force), st
+
+
+async def cooldown_refusal(ctx: Context, service: Service, force: bool) -> str | None:
+    """The cooldown refusal, or None when the last restart is long enough ago (or ``force``)."""
     cooldown = ctx.config.access_for(service).cooldown
-    if cooldown > 0 and not force:
-        last = await store.last_restart_record(service.name, service.node)
-        if last is not None:
-            since = (now - last.at).total_seconds()
-            if since < cooldown:
-                by = f" by {_mention(last.by)}" if last.by else ""
-                return (f"refused: cooldown — {service.name} on {service.node} was restarted {fmt_duration(since)} "
-                        f"ago{by}; wait {fmt_duration(cooldown - since)} or ask with `force` "
-                        f"(`restart {service.name} force`, recorded as forced)"), st
-    return None, st
+    if cooldown <= 0 or force:
+        return None
+    last = await _store(ctx).last_restart_record(service.name, service.node)
+    if last is None:
+        return None
+    since = (ctx.now() - last.at).total_seconds()
+    if since >= cooldown:
+        return None
+    by = f" by {_mention(last.by)}" if last.by else ""
+    return (f"refused: cooldown — {service.name} on {service.node} was restarted {fmt_duration(since)} "
+            f"ago{by}; wait {fmt_duration(cooldown - since)} or ask with `force` "
+            f"(`restart {service.name} force`, recorded as forced)")
 
 
 def _mention(who: str | None) -> str:
@@ -313,7 +322,8 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
         holder = await store.lock_holder(lock, now)
         return await give_up(f"refused: another restart of {service.name} on {service.node} is in flight "
                              f"(request {holder})")
-    refusal, _st = await state_checks_after_lock(ctx, service, req.force, req.id)
+    # Someone may have restarted it while this request waited for its click.
+    refusal = await cooldown_refusal(ctx, service, req.force)
     if refusal is not None:
         await store.release_lock(lock, req.id)
         return await give_up(refusal)
@@ -337,21 +347,6 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
     await start_follow(ctx, service, "restart", now, invocation_id=result.invocation_id or None,
                        thread_channel=req.channel, thread_ts=req.thread_ts or req.message_ts, request_id=req.id)
     return ActionOutcome(message=message_reply(req, f"{confirmed} — restarting…", "loading"), executed=True)
-
-
-async def state_checks_after_lock(ctx: Context, service: Service, force: bool,
-                                  request_id: str) -> tuple[str | None, None]:
-    """Re-check the cooldown with the lock held (someone may have restarted while this waited)."""
-    store = _store(ctx)
-    cooldown = ctx.config.access_for(service).cooldown
-    if cooldown > 0 and not force:
-        last = await store.last_restart_record(service.name, service.node)
-        if last is not None:
-            since = (ctx.now() - last.at).total_seconds()
-            if since < cooldown:
-                return (f"refused: cooldown — {service.name} on {service.node} was restarted {fmt_duration(since)} "
-                        f"ago; wait {fmt_duration(cooldown - since)} or ask with `force`"), None
-    return None, None
 
 
 def _exec_detail(result: RestartResult, forced: bool) -> str:
@@ -387,7 +382,7 @@ async def _notify_failure(ctx: Context, text: str, extra: list[Section]) -> None
         await notifier.post(channel, None, Reply(intent="notice", title=text.removeprefix("❌ "), status="error",
                                                  sections=extra, data={"notice": text, "kind": "failed"}))
     except Exception:  # the message in the thread says it already
-        pass
+        log.warning("could not post the restart failure to the notify channel", exc_info=True)
 
 
 async def expire_request(ctx: Context, request_id: str, notifier: Notifier | None) -> bool:
