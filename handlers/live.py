@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,7 @@ from services.cluster import Snapshot
 from services.models import ServiceState
 from services.probe import ProbeOptions
 
+log = logging.getLogger("inferbot.live")
 Card = Callable[[ServiceState, Context], list[Section]]
 
 
@@ -96,9 +98,13 @@ async def service_cards(
     from handlers.settings import node_error_sections
 
     snap = await ctx.cluster.snapshot(req.services, req.nodes, probe)
-    await apply_history(ctx, snap.services)
-    if record:
-        await record_snapshots(ctx, snap.services)
+    try:
+        await apply_history(ctx, snap.services)
+        if record:
+            await record_snapshots(ctx, snap.services)
+    except Exception:
+        # The store only refines the answer (ETA from history, "what changed?"): never lose the answer to it.
+        log.warning("state store unavailable; answering without history", exc_info=True)
     sections: list[Section] = []
     for st in snap.services:
         sections += card(st, ctx)

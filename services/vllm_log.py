@@ -8,6 +8,7 @@ own line, in order. All functions are pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -69,12 +70,18 @@ def _strip_prefixes(piece: str) -> tuple[str, str | None, str | None]:
     return piece.strip(), vllm_ts, journal_ts
 
 
-def split_lines(text: str) -> list[LogLine]:
+def split_lines(text: str) -> tuple[LogLine, ...]:
     """Split journal text into logical messages, oldest first, with all known prefixes stripped.
 
     A tqdm update after a ``\\r`` carries no prefix of its own, but belongs to the same journal entry,
     so it inherits the journal timestamp of the line it came in.
     """
+    return _split_cached(text)
+
+
+# Phase, stats line and version are all read from the same journal text of one probe: split it once.
+@functools.lru_cache(maxsize=64)
+def _split_cached(text: str) -> tuple[LogLine, ...]:
     out: list[LogLine] = []
     for raw in text.replace("\r\n", "\n").split("\n"):
         pieces = raw.split("\r")
@@ -87,7 +94,7 @@ def split_lines(text: str) -> list[LogLine]:
                 journal_ts = first_journal_ts
             if msg:
                 out.append(LogLine(msg, vllm_ts, journal_ts))
-    return out
+    return tuple(out)
 
 
 # --- load phase and progress ------------------------------------------------------------------------

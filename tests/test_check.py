@@ -15,7 +15,7 @@ from tests.test_e2e_settings import kimi
 
 async def test_all_ok_exits_0(make_cluster: MakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
     cluster = await make_cluster({"gpu-a": kimi(), "gpu-b": kimi()})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     assert await run_check(cluster.config, as_json=True) == 0
     out = json.loads(capsys.readouterr().out)
     assert [n["ok"] for n in out["nodes"]] == [True, True]
@@ -46,7 +46,7 @@ async def test_no_proc_permission_points_at_sudoers(
     scenario.root_only_proc = True
     scenario.sudo_allowed = False
     cluster = await make_cluster({"gpu-a": scenario})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     assert await run_check(cluster.config, as_json=True) == 1
     out = json.loads(capsys.readouterr().out)
     problems = out["nodes"][0]["problems"]

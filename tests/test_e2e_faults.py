@@ -36,7 +36,7 @@ def with_node(cluster: SimCluster, **changes: object) -> None:
 
 async def test_node_down_is_unreachable_while_others_answer(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(), "gpu-b": kimi()})
-    await cluster.sims["gpu-b"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-b"].wait_for(KIMI_UNIT, "ready", 45)
     cluster.sshds["gpu-a"].stop()  # the node's sshd is gone: connection refused
     data, text = await ask(cluster)
     by_node = {s["node"]: s for s in data["data"]["services"]}
@@ -78,7 +78,7 @@ async def test_hung_command_times_out(make_cluster: MakeCluster) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
     data, _ = await ask(cluster)
-    assert loop.time() - started < 6
+    assert loop.time() - started < 10  # bounded by the node timeout, not by the hung command
     svc = data["data"]["services"][0]
     assert svc["state"] == "unreachable" and "no answer" in svc["reason"]
 
@@ -89,7 +89,7 @@ async def test_no_permission_for_proc_falls_back_and_says_so(make_cluster: MakeC
     scenario.root_only_proc = True
     scenario.sudo_allowed = False
     cluster = await make_cluster({"gpu-a": scenario})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster)
     svc = data["data"]["services"][0]
     assert svc["state"] == "ready"
@@ -114,7 +114,7 @@ async def test_crash_loop_is_failed(make_cluster: MakeCluster) -> None:
 
 async def test_unhealthy_after_ready(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(health_503_after_s=0.2)})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     await asyncio.sleep(0.6)
     data, _ = await ask(cluster)
     svc = data["data"]["services"][0]
@@ -124,10 +124,10 @@ async def test_unhealthy_after_ready(make_cluster: MakeCluster) -> None:
 async def test_starting_while_waiting_for_gpu_memory(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
     sim = cluster.sims["gpu-a"]
-    await sim.wait_for(KIMI_UNIT, "ready", 20)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
     await sim.crash(KIMI_UNIT, leave_workers=True)  # workers keep the GPU memory
     asyncio.get_running_loop().create_task(sim.start_unit(KIMI_UNIT))
-    await sim.wait_for(KIMI_UNIT, "starting", 20)
+    await sim.wait_for(KIMI_UNIT, "starting", 45)
     data, text = await ask(cluster, "status")
     svc = data["data"]["services"][0]
     assert svc["state"] == "starting" and "ExecStartPre" in svc["reason"]
@@ -139,7 +139,7 @@ async def test_starting_while_waiting_for_gpu_memory(make_cluster: MakeCluster) 
 async def test_edited_unit_warns_reload_and_drift(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
     sim = cluster.sims["gpu-a"]
-    await sim.wait_for(KIMI_UNIT, "ready", 20)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
     unit_file = next((sim.root / "etc/systemd/system").glob("vllm-kimi*.service"))
     text = unit_file.read_text().replace("--max-model-len 131072", "--max-model-len 65536")
     sim.edit_unit(KIMI_UNIT, text)
@@ -155,7 +155,7 @@ async def test_edited_unit_warns_reload_and_drift(make_cluster: MakeCluster) -> 
 
 async def test_discovery_on_node_without_services(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()}, services=[])
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, _ = await ask(cluster)
     services = data["data"]["services"]
     assert [s["unit"] for s in services] == [KIMI_UNIT]
@@ -184,7 +184,7 @@ def cli(*args: str, config: Path | None = None, debug: bool = False) -> subproce
 
 async def test_cli_ask_json_contract_and_no_secret_in_logs(make_cluster: MakeCluster, tmp_path: Path) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     cfg = tmp_path / "inferbot.toml"
     cfg.write_text(_toml(cluster))
     proc = await asyncio.to_thread(cli, "ask", "what are current settings?", "--json", config=cfg, debug=True)

@@ -34,7 +34,7 @@ def _contains(path: Path, text: str) -> bool:
     return path.exists() and text in path.read_text(errors="replace")
 
 
-async def wait_file(path: Path, text: str, limit: float = 20) -> None:
+async def wait_file(path: Path, text: str, limit: float = 45) -> None:
     """Wait until ``text`` appears in ``path`` (a journal or log file the simulated node writes)."""
     for _ in range(int(limit / 0.05)):
         if _contains(path, text):
@@ -43,7 +43,7 @@ async def wait_file(path: Path, text: str, limit: float = 20) -> None:
     raise TimeoutError(text)
 
 
-async def wait_journal(cluster: SimCluster, node: str, text: str, limit: float = 20) -> None:
+async def wait_journal(cluster: SimCluster, node: str, text: str, limit: float = 45) -> None:
     await wait_file(cluster.sims[node].journal_path(), text, limit)
 
 
@@ -93,7 +93,7 @@ async def test_phases_after_the_weights(make_cluster: MakeCluster) -> None:
 async def test_throughput_live_and_benchmarks(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(traffic_tps=600.0, running=12, kv_usage=0.3)})
     with_bench(cluster)
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster, "how fast is kimi?")
     svc = data["data"]["services"][0]
     t = svc["throughput"]
@@ -111,7 +111,7 @@ async def test_throughput_live_and_benchmarks(make_cluster: MakeCluster) -> None
 
 async def test_idle_server_is_not_dead(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster, "throughput")
     svc = data["data"]["services"][0]
     assert svc["state"] == "ready"
@@ -121,7 +121,7 @@ async def test_idle_server_is_not_dead(make_cluster: MakeCluster) -> None:
 
 async def test_old_metric_names_still_read(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(traffic_tps=300.0, running=4, kv_usage=0.5, old_metric_names=True)})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, _ = await ask(cluster, "throughput")
     t = data["data"]["services"][0]["throughput"]
     assert abs(t["kv_cache_usage"] - 0.5) < 0.01 and t["generation_tps"] > 0 and t["itl_p50_ms"] is not None
@@ -129,7 +129,7 @@ async def test_old_metric_names_still_read(make_cluster: MakeCluster) -> None:
 
 async def test_hung_engine_is_flagged(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(traffic_tps=300.0, running=5, hung=True)})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster, "status")
     assert "possibly hung" in text
     assert any("possibly hung" in w for w in data["data"]["services"][0]["warnings"])
@@ -138,7 +138,7 @@ async def test_hung_engine_is_flagged(make_cluster: MakeCluster) -> None:
 async def test_gpus_processes_and_leftovers(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
     sim = cluster.sims["gpu-a"]
-    await sim.wait_for(KIMI_UNIT, "ready", 20)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster, "gpu status")
     node = data["data"]["nodes"][0]
     assert len(node["gpus"]) == 8 and node["leftovers"] == []
@@ -146,7 +146,7 @@ async def test_gpus_processes_and_leftovers(make_cluster: MakeCluster) -> None:
     assert any(n.startswith("VLLM::Worker") for n in names)
     assert "LEFTOVER" not in text and "kimi" in text
     await sim.crash(KIMI_UNIT, leave_workers=True)
-    await sim.wait_for(KIMI_UNIT, "failed", 20)
+    await sim.wait_for(KIMI_UNIT, "failed", 45)
     data, text = await ask(cluster, "gpus on gpu-a")
     node = data["data"]["nodes"][0]
     assert node["leftovers"] and all(p["memory_mib"] > 0 for p in node["leftovers"])
@@ -158,7 +158,7 @@ async def test_gpus_processes_and_leftovers(make_cluster: MakeCluster) -> None:
 
 async def test_logs_are_whole_lines_with_secrets_redacted(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster, "logs kimi 200")
     lines = data["data"]["services"][0]["logs"]
     assert 20 < len(lines) <= 200
@@ -190,7 +190,7 @@ async def test_unit_logging_to_a_file(make_cluster: MakeCluster) -> None:
 async def test_what_changed_across_two_bot_processes(make_cluster: MakeCluster, tmp_path: Path) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
     sim = cluster.sims["gpu-a"]
-    await sim.wait_for(KIMI_UNIT, "ready", 20)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
     cfg = tmp_path / "inferbot.toml"
     cfg.write_text(_toml(cluster))
     # Bot process one records a snapshot...
@@ -202,7 +202,7 @@ async def test_what_changed_across_two_bot_processes(make_cluster: MakeCluster, 
     sim.edit_unit(KIMI_UNIT, unit_file.read_text().replace("--max-model-len 131072", "--max-model-len 65536"))
     await sim.daemon_reload()
     await sim.restart_unit(KIMI_UNIT)
-    await sim.wait_for(KIMI_UNIT, "ready", 20)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
     # ...and this one, with its own store connection, reads the diff.
     data, text = await ask(cluster, "what changed on kimi?")
     diff = data["data"]["services"][0]["diff"]

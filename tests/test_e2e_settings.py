@@ -42,7 +42,7 @@ def kimi(restart: str = "on-failure", **profile: object) -> NodeScenario:
 async def test_ready_service_full_settings(make_cluster: MakeCluster, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     cluster = await make_cluster({"gpu-a": kimi()})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     data, text = await ask(cluster)
     svc = data["data"]["services"][0]
     assert data["intent"] == "settings" and data["ok"] is True
@@ -75,7 +75,7 @@ async def test_ready_service_full_settings(make_cluster: MakeCluster, caplog: py
 
 async def test_loading_state_with_reason(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(shards=400, seconds_per_shard=0.05)})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "loading", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "loading", 45)
     data, text = await ask(cluster, "settings for kimi")
     svc = data["data"]["services"][0]
     assert svc["state"] == "loading"
@@ -86,7 +86,7 @@ async def test_loading_state_with_reason(make_cluster: MakeCluster) -> None:
 
 async def test_failed_load_is_failed(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(restart="no", fail_at="startup")})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "failed", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "failed", 45)
     data, _ = await ask(cluster)
     svc = data["data"]["services"][0]
     assert svc["state"] == "failed"
@@ -96,9 +96,9 @@ async def test_failed_load_is_failed(make_cluster: MakeCluster) -> None:
 async def test_stopped_service_settings_from_unit(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
     sim = cluster.sims["gpu-a"]
-    await sim.wait_for(KIMI_UNIT, "ready", 20)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
     await sim.stop_unit(KIMI_UNIT)
-    await sim.wait_for(KIMI_UNIT, "stopped", 20)
+    await sim.wait_for(KIMI_UNIT, "stopped", 45)
     data, text = await ask(cluster)
     svc = data["data"]["services"][0]
     assert svc["state"] == "stopped" and svc["reason"]

@@ -73,7 +73,7 @@ async def kimi_cluster(make_cluster: MakeCluster, *, scenario: NodeScenario | No
         watch={"poll": "0.2s", "interval": "0.3s", "max_load": "60s", **(watch or {})},
     )
     if ready:
-        await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+        await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     return cluster
 
 
@@ -169,7 +169,7 @@ async def test_request_confirm_restart_ready_exactly_once(make_cluster: MakeClus
         assert out.executed and out.message is not None
         assert out.message.data["notice"].startswith(f"Restart confirmed by <@{BOB}> at ")
         assert "restarting" in out.message.data["notice"]
-        await until(ready_in_both(b), 15, "the ready notices")
+        await until(ready_in_both(b), 45, "the ready notices")
         assert sim.state(KIMI_UNIT).main_pid != old_pid
         await asyncio.sleep(0.6)  # a few more polls: nothing else may be posted
         for where in ((OPS, THREAD), (NOTIFY, None)):
@@ -234,7 +234,7 @@ async def test_two_person_rule(make_cluster: MakeCluster) -> None:
         assert b.restarts_run() == []
         out = await b.click("restart_confirm", rid, user=BOB)
         assert out.executed
-        await until(ready_in_both(b), 15, "ready")
+        await until(ready_in_both(b), 45, "ready")
         assert b.restarts_run() == [RESTART_CMD]
 
 
@@ -264,7 +264,7 @@ async def test_two_people_click_at_once_and_two_replicas_one_restart(make_cluste
             losers = [o for o in outs if not o.executed]
             assert all("refused" in str(o.ephemeral) for o in losers), [o.ephemeral for o in losers]
             assert len(a.restarts_run() + [c for c in ran if "systemctl restart" in c]) == 1
-            await until(ready_in_both(a), 15, "ready")
+            await until(ready_in_both(a), 45, "ready")
             assert sim.state(KIMI_UNIT).main_pid != pid
             # A replay after the fact is refused too, and names who confirmed.
             late = await a.click("restart_confirm", rid, user=BOB)
@@ -278,7 +278,7 @@ async def test_expired_cancelled_and_replayed_clicks(make_cluster: MakeCluster) 
         # Expiry by the scheduled job rewrites the posted message.
         rid = await request(b)
         await b.rt.store.set_request_message(rid, OPS, "1700000000.000900")  # type: ignore[union-attr]
-        await until(lambda: any("Expired" in t for t in b.notifier.texts(OPS)), 5, "the expiry rewrite")
+        await until(lambda: any("Expired" in t for t in b.notifier.texts(OPS)), 20, "the expiry rewrite")
         req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "expired"
         out = await b.click("restart_confirm", rid)
@@ -309,7 +309,7 @@ async def test_cooldown_and_force(make_cluster: MakeCluster) -> None:
         rid = await request(b, "restart kimi force")
         out = await b.click("restart_confirm", rid)
         assert out.executed
-        await until(ready_in_both(b), 15, "ready")
+        await until(ready_in_both(b), 45, "ready")
         last = await b.rt.store.last_restart_record("kimi", "gpu-a")  # type: ignore[union-attr]
         assert last is not None and last.forced and last.by == BOB
         executed = [e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.executed"]  # type: ignore[union-attr]
@@ -333,7 +333,7 @@ async def test_message_text_never_reaches_the_remote_command(make_cluster: MakeC
         assert b.restarts_run() == [RESTART_CMD]
         for c in b.commands:
             assert "rm -rf" not in c and "pwned" not in c and "`id`" not in c
-        await until(ready_in_both(b), 15, "ready")
+        await until(ready_in_both(b), 45, "ready")
 
 
 async def test_start_limit_hit_reported_with_fix_and_not_retried(make_cluster: MakeCluster) -> None:

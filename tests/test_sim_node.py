@@ -146,7 +146,7 @@ async def _loading_then_ready(kimi: SimNode) -> None:
     assert [a[1] for a in apps] == [f"VLLM::Worker_TP{i}" for i in range(8)]
     assert all(proc(a[0]) for a in apps)
 
-    await kimi.wait_for(KIMI_UNIT, "ready", 20)
+    await kimi.wait_for(KIMI_UNIT, "ready", 45)
     rc, out, _ = await sh(f"curl -s -w '\\n%{{http_code}}' {url}/health; echo; curl -s {url}/version")
     assert out.splitlines() == ["", "200", '{"version": "0.20.1"}']
     rc, out, _ = await sh(f"curl -s -w ' %{{http_code}}' {url}/v1/models")
@@ -166,7 +166,7 @@ async def _loading_then_ready(kimi: SimNode) -> None:
 
 async def test_probe_round_trip(kimi: SimNode) -> None:
     sh = Sh(kimi)
-    await kimi.wait_for(KIMI_UNIT, "ready", 20)
+    await kimi.wait_for(KIMI_UNIT, "ready", 45)
     script = build_script(
         [ProbeTarget(unit=KIMI_UNIT, bench_dir=kimi.bench_dir)], ProbeOptions(bench=True, metrics_samples=1)
     )
@@ -197,7 +197,7 @@ async def test_probe_round_trip(kimi: SimNode) -> None:
 
 async def test_restart_via_fake_systemctl(kimi: SimNode) -> None:
     sh = Sh(kimi)
-    await kimi.wait_for(KIMI_UNIT, "ready", 20)
+    await kimi.wait_for(KIMI_UNIT, "ready", 45)
     before = kimi.state(KIMI_UNIT)
     rc, _, err = await sh(f"sudo -n systemctl restart {KIMI_UNIT}")
     assert rc == 0, err
@@ -315,7 +315,7 @@ async def test_leftover_workers_hold_gpus(tmp_path: Path) -> None:
     node = await started(tmp_path, NodeScenario(units=[unit], gpu_free_delay_s=0.1, tick_s=0.1))
     sh = Sh(node)
     try:
-        await node.wait_for(KIMI_UNIT, "ready", 20)
+        await node.wait_for(KIMI_UNIT, "ready", 45)
         workers = node.state(KIMI_UNIT).worker_pids
         await node.crash(KIMI_UNIT, leave_workers=True)
         await node.wait_for(KIMI_UNIT, "failed", 3)
@@ -346,7 +346,7 @@ async def test_leftover_workers_hold_gpus(tmp_path: Path) -> None:
 
 async def test_stop_start_and_kill(kimi: SimNode) -> None:
     sh = Sh(kimi)
-    await kimi.wait_for(KIMI_UNIT, "ready", 20)
+    await kimi.wait_for(KIMI_UNIT, "ready", 45)
     rc, _, _ = await sh(f"systemctl stop {KIMI_UNIT}")
     assert rc == 0
     snap = kimi.state(KIMI_UNIT)
@@ -404,7 +404,7 @@ async def test_odd_units(tmp_path: Path) -> None:
     sh = Sh(node)
     try:
         for u in sc.units:
-            await node.wait_for(u.name, "ready", 20)
+            await node.wait_for(u.name, "ready", 45)
         # bash -c wrapper: bash expanded $MODEL/$EXTRA_ARGS and exec'ed the console script
         pid = node.state(sc.units[0].name).main_pid
         argv = split_nul(proc(pid))
@@ -514,7 +514,7 @@ async def test_run_as_login_user_and_root_only_proc(tmp_path: Path) -> None:
     node = SimNode(tmp_path / "node", sc, run_as=user)
     await node.start()
     try:
-        await node.wait_for(KIMI_UNIT, "ready", 20)
+        await node.wait_for(KIMI_UNIT, "ready", 45)
         env = node.shell_env()
         script = build_script([ProbeTarget(unit=KIMI_UNIT)], ProbeOptions())
 

@@ -101,7 +101,7 @@ async def cluster_for_slack(make_cluster: MakeCluster) -> SimCluster:
         notify={"channel": NOTIFY},
         watch={"poll": "0.2s", "interval": "60s", "max_load": "60s"},
     )
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     return cluster
 
 
@@ -168,12 +168,12 @@ async def test_slack_restart_confirmed_ready_once_despite_outage(slack_bot: Any)
     # Two allowed people click at once (and Slack redelivers one of the clicks).
     await asyncio.gather(b.click("restart_confirm", rid, BOB, ts), b.click("restart_confirm", rid, ALICE, ts),
                          b.click("restart_confirm", rid, BOB, ts))
-    await until(lambda: any("Restart confirmed by" in json.dumps(c.body) for c in fs.calls_to("chat.update")), 10,
+    await until(lambda: any("Restart confirmed by" in json.dumps(c.body) for c in fs.calls_to("chat.update")), 30,
                 "the rewrite")
     rewrite = next(c for c in fs.calls_to("chat.update") if "Restart confirmed by" in json.dumps(c.body))
     assert rewrite.body["ts"] == ts and "<@U0" in json.dumps(rewrite.body["blocks"])  # a real mention
     await until(lambda: len(fs.texts(OPS, ASKED_AT)) >= 1 and any("is ready" in t for t in fs.texts(NOTIFY)),
-                20, "the ready notices")
+                45, "the ready notices")
     await asyncio.sleep(0.6)
     thread_ready = [t for t in fs.texts(OPS, ASKED_AT) if "is ready" in t]
     channel_ready = [t for t in fs.texts(NOTIFY) if "is ready" in t]

@@ -18,12 +18,12 @@ async def test_mention_over_http_answers_with_the_live_settings(
     fake_slack: FakeSlack, make_app, serve_http, make_cluster: MakeCluster
 ) -> None:
     cluster = await make_cluster({"gpu-a": kimi()})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     async with runtime(cluster.config) as rt:
         http = await serve_http(make_app(rt))
         status, _ = await http.post_event(event_body(mention("what are current settings?", ts="1700000000.000900")))
         assert status == 200
-        calls = await fake_slack.wait_for("chat.postMessage", within=15)
+        calls = await fake_slack.wait_for("chat.postMessage", within=40)
         await make_app.drain()
     assert all(c.body["thread_ts"] == "1700000000.000900" for c in calls)
     text = "\n".join(all_text(c.body["blocks"]) for c in calls)
@@ -38,13 +38,14 @@ async def test_slash_command_in_socket_mode_answers_status_via_response_url(
     fake_slack: FakeSlack, make_app, socket_mode, make_cluster: MakeCluster
 ) -> None:
     cluster = await make_cluster({"gpu-a": kimi(shards=400, seconds_per_shard=0.05)})
-    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "loading", 20)
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "loading", 45)
     async with runtime(cluster.config) as rt:
         await socket_mode(make_app(rt))
-        env = await fake_slack.send_envelope("slash_commands", command_form("status kimi", fake_slack.response_url("s1")))
+        form = command_form("status kimi", fake_slack.response_url("s1"))
+        env = await fake_slack.send_envelope("slash_commands", form)
         ack = await fake_slack.wait_ack(env, within=1.0)
         assert "Looking" in ack["payload"]["text"]
-        [call] = await fake_slack.wait_for("response:s1", within=15)
+        [call] = await fake_slack.wait_for("response:s1", within=40)
         await make_app.drain()
     text = all_text(call.body["blocks"])
     assert "kimi on gpu-a" in text and "loading" in text and "⏳" in text
