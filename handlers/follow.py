@@ -34,6 +34,12 @@ WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's
 ``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
+BEFORE = "before:"
+"""A follow recorded just before the restart command carries ``before:<the old invocation id>`` until a
+poll sees a different start: until then the old run must not be taken for the new one."""
+RESTART_TAKES_EFFECT_S = 120.0
+"""A restart whose new start is not visible after this long did not happen (the bot died before
+running the command, or the command never reached the node)."""
 STOPPED_GRACE_S = 5.0
 """A unit seen stopped this soon after the start is between ``stop`` and ``start``, not failed."""
 CLAIM_STALE_S = 120.0
@@ -98,8 +104,9 @@ async def start_follow(
     thread_channel: str | None = None,
     thread_ts: str | None = None,
     request_id: str | None = None,
+    schedule: bool = True,
 ) -> Follow:
-    """Record a load to follow and schedule its polling (when a scheduler is running)."""
+    """Record a load to follow and schedule its polling (when a scheduler is running and ``schedule``)."""
     key = follow_key(service.name, service.node)
     _last_progress.pop(key, None)
     f = await _store(ctx).upsert_follow(
@@ -107,7 +114,7 @@ async def start_follow(
         thread_channel=thread_channel, thread_ts=thread_ts, progress_message_ts=None, request_id=request_id,
     )
     jobs = jobs_of(ctx)
-    if jobs is not None:
+    if jobs is not None and schedule:
         jobs.follow(key)
     return f
 
@@ -241,6 +248,14 @@ def _outcome(st: ServiceState, f: Follow, now: datetime, max_load: float) -> tup
     return None
 
 
+def _not_started(f: Follow, now: datetime) -> tuple[LoadOutcome, str] | None:
+    """The restart has not shown a new start yet: fine for a while, a failure after that."""
+    if (now - f.started_at).total_seconds() <= RESTART_TAKES_EFFECT_S:
+        return None
+    return "failed", (f"the restart did not take effect: no new start of {f.unit} after "
+                      f"{fmt_duration(RESTART_TAKES_EFFECT_S)} — check `systemctl status {f.unit}` on {f.node}")
+
+
 def _load_id(f: Follow) -> str:
     # Mirrors the store: an empty invocation id is recorded as "start:<started_at ISO>".
     return f.invocation_id or f"start:{f.started_at.astimezone(UTC).isoformat()}"
@@ -327,10 +342,18 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
         snap = await ctx.cluster.snapshot([service], [node], FOLLOW_PROBE)
         st = snap.services[0]
         await apply_history(ctx, [st])
-        if st.state != "unreachable" and st.invocation_id and st.invocation_id != f.invocation_id:
+        waiting_for_start = False
+        if f.invocation_id and f.invocation_id.startswith(BEFORE):
+            old = f.invocation_id.removeprefix(BEFORE)
+            waiting_for_start = st.state == "unreachable" or not st.invocation_id or st.invocation_id == old
+        if not waiting_for_start and st.state != "unreachable" and st.invocation_id \
+                and st.invocation_id != f.invocation_id:
             # Unknown until now, or the unit started again (crash loop, restart by hand): this is the load.
             f = await _update_follow(store, f, invocation_id=st.invocation_id)
-        found = _outcome(st, f, now, ctx.config.watch.max_load)
+        if waiting_for_start:
+            found = _not_started(f, now)
+        else:
+            found = _outcome(st, f, now, ctx.config.watch.max_load)
         if found is None:
             f = await _post_progress(ctx, f, st, notifier, now)
             return FollowStatus(key, False, state=st, line=progress_text(f, st, now))

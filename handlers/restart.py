@@ -23,7 +23,7 @@ from config.models import AccessPolicy, Service
 from handlers.audit import record
 from handlers.common import fmt_duration, state_line
 from handlers.context import Context, Request
-from handlers.follow import hhmm, lock_name, lock_ttl, start_follow
+from handlers.follow import BEFORE, WATCH_PROBE, follow_key, hhmm, lock_name, lock_ttl, start_follow
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from services.access import check_restart_access, check_second_person
@@ -330,6 +330,12 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
     if not await store.transition_request(req.id, {"confirmed"}, "running", who, now):
         await store.release_lock(lock, req.id)
         return ActionOutcome(ephemeral="refused: this request changed state meanwhile")
+    # The follow is on record before the command runs: if the bot dies between the two, the next bot
+    # process still follows this load (and it knows the old start, so it cannot mistake it for the new).
+    before = await _current_invocation(ctx, service)
+    thread = req.thread_ts or req.message_ts
+    await start_follow(ctx, service, "restart", now, invocation_id=BEFORE + before, thread_channel=req.channel,
+                       thread_ts=thread, request_id=req.id, schedule=False)
     result = await execute_restart(ctx.cluster.pool, ctx.config.node(service.node), service, policy)
     started = ctx.now()
     if result.unreachable is None:
@@ -339,14 +345,22 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
     confirmed = f"Restart confirmed by {_mention(who)} at {hhmm(now)}"
     if not result.ok:
         await store.transition_request(req.id, {"running"}, "failed", who, started)
+        await store.finish_follow(follow_key(service.name, service.node), "failed")
         await store.release_lock(lock, req.id)
         text = f"❌ {service.name} on {service.node} failed to restart — {result.summary()}"
         extra = _exec_sections(result)
         await _notify_failure(ctx, text, extra)
         return ActionOutcome(message=message_reply(req, f"{confirmed} — {text}", "error", extra), executed=True)
-    await start_follow(ctx, service, "restart", now, invocation_id=result.invocation_id or None,
-                       thread_channel=req.channel, thread_ts=req.thread_ts or req.message_ts, request_id=req.id)
+    await start_follow(ctx, service, "restart", now,
+                       invocation_id=result.invocation_id or BEFORE + before,
+                       thread_channel=req.channel, thread_ts=thread, request_id=req.id)
     return ActionOutcome(message=message_reply(req, f"{confirmed} — restarting…", "loading"), executed=True)
+
+
+async def _current_invocation(ctx: Context, service: Service) -> str:
+    """The unit's invocation id right now ("" when stopped or unknown)."""
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], WATCH_PROBE)
+    return snap.services[0].invocation_id if snap.services else ""
 
 
 def _exec_detail(result: RestartResult, forced: bool) -> str:

@@ -138,3 +138,32 @@ async def test_restart_by_hand_is_noticed_and_followed(make_cluster: MakeCluster
         assert len(notices(b, "restarted (not by inferbot)", NOTIFY)) == 1
         assert len(notices(b, "is ready", NOTIFY)) == 1
         assert b.restarts_run() == []
+
+
+async def test_follow_recorded_before_a_restart_that_never_ran(make_cluster: MakeCluster) -> None:
+    """A bot that died between recording the follow and running the command: the old run is not news."""
+    from datetime import timedelta
+
+    from bot.app import runtime
+    from handlers.context import Asker
+    from handlers.follow import BEFORE, RESTART_TAKES_EFFECT_S, poll_follow, start_follow
+
+    cluster = await kimi_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
+    old = sim.state(KIMI_UNIT).invocation_id
+    notifier = RecordingNotifier()
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="slack", user_id="U0ALICE", channel_id=OPS))
+        service = cluster.config.services[0]
+        started = ctx.now()
+        await start_follow(ctx, service, "restart", started, invocation_id=BEFORE + old, thread_channel=OPS,
+                           thread_ts=THREAD, schedule=False)
+        status = await poll_follow(ctx, "kimi@gpu-a", notifier)
+        assert not status.finished and not notices_in(notifier, "is ready")  # the old run is still up
+        ctx.now = lambda: started + timedelta(seconds=RESTART_TAKES_EFFECT_S + 5)
+        status = await poll_follow(ctx, "kimi@gpu-a", notifier)
+    assert status.finished
+    failed = [t for t in notifier.texts(OPS, THREAD) if "failed" in t]
+    assert len(failed) == 1 and "the restart did not take effect" in failed[0]
+    assert not notices_in(notifier, "is ready")
