@@ -38,7 +38,7 @@ def serve(cfg: Path, port: int, fake: FakeSlack, log: Path) -> subprocess.Popen[
     return subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "serve", "--http", "--host", "127.0.0.1", "--port", str(port),
          "--config", str(cfg)],
-        env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115 - the child owns it
+        env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,  # the child keeps writing to it
     )
 
 
