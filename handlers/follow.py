@@ -22,13 +22,15 @@ from handlers.live import apply_history
 from handlers.notify import Notifier, jobs_of
 from handlers.reply import Reply, Section, Status
 from handlers.status import progress_bar
+from services.assemble import expected_model
 from services.models import ServiceState
 from services.probe import ProbeOptions
 from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 
 log = logging.getLogger("inferbot.follow")
 
-FOLLOW_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=0, http_timeout_s=3.0)
+# models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
+FOLLOW_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=0, http_timeout_s=3.0, models=True)
 FAIL_PROBE = ProbeOptions(gpus=False, journal_lines=400, log_lines=20, http_timeout_s=3.0)
 WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
@@ -235,8 +237,12 @@ def _outcome(st: ServiceState, f: Follow, now: datetime, max_load: float) -> tup
     """The final outcome this probe shows, or None while the load goes on."""
     elapsed = (now - f.started_at).total_seconds()
     if st.state == "ready":
-        # TODO: when the service has api_key_env set and the variable exists, also require the model in
-        # /v1/models (needs the key sent from the node without putting it on a command line).
+        expected = expected_model(st)
+        if st.served_models is not None and expected and expected not in st.served_models:
+            # /health is up but the model is not served yet: keep following until max_load.
+            if elapsed > max_load:
+                return "timeout", f"timed out: /health is up but /v1/models does not list {expected}"
+            return None
         return "ready", ""
     if st.state in ("failed", "unhealthy"):
         return "failed", st.reason or st.state

@@ -21,6 +21,7 @@ from services.models import (
     GpuInfo,
     GpuProcess,
     GpuProcessBrief,
+    HttpProbe,
     LoadProgress,
     ServiceState,
     State,
@@ -379,6 +380,10 @@ def assemble(
         st.warnings.append(
             f"possibly hung: {t.running} request(s) running but no tokens generated during the sample window"
         )
+    if raw.models is not None:
+        st.served_models, st.models_error = _served_models(raw.models)
+        if st.models_error:
+            st.warnings.append(st.models_error)
     if raw.logs is not None:
         # Split on newlines only: a tqdm update starts with a carriage return but is part of its line.
         st.logs = [redactor.text(line.replace("\r", " ").rstrip()) for line in raw.logs.split("\n") if line.strip()]
@@ -390,6 +395,30 @@ def assemble(
     elif raw.bench_dir is not None:
         st.bench = BenchSummary()
     return st
+
+
+def _served_models(probe: HttpProbe) -> tuple[list[str] | None, str | None]:
+    """Model ids and roots from ``/v1/models`` (asked with the bot's API key), or why there are none."""
+    if probe.status == 401:
+        return None, "/v1/models refused the API key the bot holds for this service (401): check api_key_env"
+    if probe.status != 200:
+        return None, f"/v1/models did not answer ({probe.error or probe.status})"
+    try:
+        cards = json.loads(probe.body).get("data") or []
+    except (ValueError, AttributeError):
+        return None, "/v1/models answered something that is not the OpenAI model list"
+    names = [str(c.get(k)) for c in cards if isinstance(c, dict) for k in ("id", "root") if c.get(k)]
+    return list(dict.fromkeys(names)), None
+
+
+def expected_model(st: ServiceState) -> str | None:
+    """The name the server should list: the first ``--served-model-name``, else the model."""
+    names = st.flags.get("served-model-name")
+    if isinstance(names, list) and names:
+        return names[0]
+    if isinstance(names, str):
+        return names
+    return st.model
 
 
 def _redact_argv(argv: list[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Sequence
 
@@ -12,7 +13,15 @@ from pydantic import Field
 from config.models import BotConfig, Node, Service
 from services.assemble import NodeFacts, assemble, attach_gpu_owners
 from services.models import GpuInfo, GpuProcess, Model, NodeError, ServiceState
-from services.probe import NodeRaw, ProbeOptions, ProbeTarget, build_script, parse_output, remote_command
+from services.probe import (
+    NodeRaw,
+    ProbeOptions,
+    ProbeTarget,
+    build_script,
+    parse_output,
+    remote_command,
+    stdin_for,
+)
 from services.ssh import NodePool, NodeUnreachable
 
 log = logging.getLogger("inferbot.cluster")
@@ -57,15 +66,18 @@ class Cluster:
         """One round trip to ``node`` for ``services`` (or discovery when none are configured)."""
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
+        keys = [_api_key(s) for s in services]
         targets = [
-            ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir)
-            for s in services
+            ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
+                        models=opts.models and key is not None)
+            for s, key in zip(services, keys, strict=True)
         ]
         script = build_script(targets, opts)
         timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
         started = time.monotonic()
         try:
-            result = await self.pool.run(node, remote_command(script), limit_s=timeout)
+            result = await self.pool.run(node, remote_command(script), limit_s=timeout,
+                                         stdin=stdin_for(targets, keys))
         except NodeUnreachable as e:
             err = e.error
             states = [
@@ -124,11 +136,12 @@ class Cluster:
         return snap
 
 
-def _configured_secrets(services: Sequence[Service]) -> list[str]:
-    import os
+def _api_key(service: Service) -> str | None:
+    """The API key the bot holds for ``service`` (from the variable ``api_key_env`` names), if any."""
+    if service.api_key_env:
+        return os.environ.get(service.api_key_env) or None
+    return None
 
-    out: list[str] = []
-    for s in services:
-        if s.api_key_env and os.environ.get(s.api_key_env):
-            out.append(os.environ[s.api_key_env])
-    return out
+
+def _configured_secrets(services: Sequence[Service]) -> list[str]:
+    return [k for k in (_api_key(s) for s in services) if k]

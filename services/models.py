@@ -240,4 +240,6 @@ class ServiceState(Model):
     bench: BenchSummary | None = None
     leftovers: list[GpuProcess] = Field(default_factory=list)
     logs: list[str] | None = None
+    served_models: list[str] | None = None  # ids and roots /v1/models listed (None: not asked)
+    models_error: str | None = None  # why /v1/models could not confirm the model
     fix: str | None = None

@@ -37,6 +37,7 @@ class ProbeTarget(Model):
     api_url: str | None = None
     log_file: str | None = None
     bench_dir: str | None = None
+    models: bool = False  # list /v1/models with the API key the bot sends on stdin (never on a command line)
 
 
 class ProbeOptions(Model):
@@ -50,6 +51,7 @@ class ProbeOptions(Model):
     bench: bool = False
     http_timeout_s: float = Field(default=3.0, ge=0.5, le=30.0)
     discover: bool = False
+    models: bool = False  # ask /v1/models for services whose API key the bot holds
 
 
 _HELPERS = r"""
@@ -84,7 +86,7 @@ derive_url() {
          print "http://" host ":" port }'
 }
 pu() {
-  u=$1; url=$2; lf=$3; bd=$4
+  u=$1; url=$2; lf=$3; bd=$4; ak=${5:-}
   echo "$M unit $u"
   sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; echo "$M show rc=$r"; printf '%s\n' "$sh_"
   c=$(systemctl cat -- "$u" 2>&1); r=$?; echo "$M cat rc=$r"; printf '%s' "$c" | b64
@@ -105,6 +107,12 @@ pu() {
     echo "$M health rc=$? code=$h"
     case $h in 2*|5*)
       v=$(get "$url/version"); echo "$M version rc=$?"; printf '%s' "$v" | b64
+      if [ -n "$ak" ]; then
+        # printf is a shell builtin and curl reads the header from stdin: the key is in no argv.
+        m=$(printf 'Authorization: Bearer %s\n' "$ak" | curl -s --connect-timeout "$HT" --max-time "$HT" \
+            -H @- -w '\n%{http_code}' "$url/v1/models" 2>/dev/null); r=$?
+        echo "$M models rc=$r"; printf '%s' "$m" | b64
+      fi
       n=0; while [ "$n" -lt "$MS" ]; do
         [ "$n" -gt 0 ] && sleep "$MI"
         t=$(date +%s.%N); m=$(get "$url/metrics"); r=$?; echo "$M metrics rc=$r t=$t"; printf '%s' "$m" | b64
@@ -181,9 +189,14 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             # The process tree tells a running service's GPU workers from leftovers of a crash.
             'echo "$M ps"; ps -eo pid=,ppid= 2>/dev/null',
         ]
-    for t in targets:
+    for i, t in enumerate(targets):
         bench = (t.bench_dir or "") if options.bench else ""
-        lines.append(f"pu {_q(t.unit)} {_q(t.api_url or '')} {_q(t.log_file or '')} {_q(bench)}")
+        key = ""
+        if t.models:
+            # One line of stdin per such target (see stdin_for): read into a shell variable, no argv.
+            lines.append(f"IFS= read -r AK{i} || AK{i}=''")
+            key = f' "$AK{i}"'
+        lines.append(f"pu {_q(t.unit)} {_q(t.api_url or '')} {_q(t.log_file or '')} {_q(bench)}{key}")
     if options.discover:
         lines += [
             'found=$(discover); echo "$M discovered $(echo $found)"',
@@ -191,6 +204,17 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
         ]
     lines.append('echo "$M end"')
     return "\n".join(lines) + "\n"
+
+
+def stdin_for(targets: list[ProbeTarget], keys: list[str | None]) -> str | None:
+    """The probe's stdin: one API key per line, for the targets with ``models`` (in order)."""
+    wanted = [k or "" for t, k in zip(targets, keys, strict=True) if t.models]
+    if not wanted:
+        return None
+    for k in wanted:
+        if "\n" in k or "\r" in k:
+            raise ValueError("an API key may not contain a line break")
+    return "".join(k + "\n" for k in wanted)
 
 
 def remote_command(script: str) -> str:
@@ -230,6 +254,7 @@ class UnitRaw(Model):
     health: HttpProbe | None = None
     version: HttpProbe | None = None
     metrics: list[MetricsScrape] = Field(default_factory=list)
+    models: HttpProbe | None = None
     journal: str | None = None
     journal_src: str | None = None
     logs: str | None = None
@@ -321,6 +346,9 @@ def parse_output(stdout: str) -> NodeRaw:
             elif name == "version":
                 decoded = _b64(text).decode("utf-8", "replace")
                 unit.version = _http(f"{unit.url}/version", _int(kv.get("rc")), decoded)
+            elif name == "models":
+                decoded = _b64(text).decode("utf-8", "replace")
+                unit.models = _http(f"{unit.url}/v1/models", _int(kv.get("rc")), decoded)
             elif name == "metrics":
                 probe = _http(f"{unit.url}/metrics", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
                 unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))
