@@ -3,17 +3,32 @@
 from __future__ import annotations
 
 from handlers.context import Context, Request
+from handlers.notify import groups_of
 from handlers.reply import Reply, Section
+from services.access import check_restart_access
+
+# The table is ordered for matching (specific first); people want the everyday questions first.
+HELP_ORDER = ("settings", "status", "throughput", "gpus", "logs", "changes", "compare", "restart", "audit")
+
+
+async def _may_restart(ctx: Context) -> bool:
+    """True when the asker may restart at least one service (restricted commands are hidden otherwise)."""
+    for service in ctx.config.services:
+        decision = await check_restart_access(ctx.config.access_for(service), ctx.asker, groups_of(ctx), service.name)
+        if decision.allowed:
+            return True
+    return False
 
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """List the commands the asker may run, with examples (restricted ones hidden unless allowed)."""
     from bot.commands import COMMANDS  # the table lives in bot/; help only reads it
 
-    may_restart = bool(req.args.get("may_restart"))
+    may_restart = await _may_restart(ctx)
+    order = {name: i for i, name in enumerate(HELP_ORDER)}
     rows = [
         [c.name, c.summary, " · ".join(f"“{e}”" for e in c.examples)]
-        for c in COMMANDS
+        for c in sorted(COMMANDS, key=lambda c: order.get(c.name, len(order)))
         if c.name != "help" and (not c.restricted or may_restart)
     ]
     sections: list[Section] = []
