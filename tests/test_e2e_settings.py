@@ -110,7 +110,7 @@ async def test_stopped_service_settings_from_unit(make_cluster: MakeCluster) -> 
 
 async def test_unit_not_found(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster(
-        {"gpu-a": kimi_node(fast=True)},
+        {"gpu-a": kimi()},
         services=[{"name": "ghost", "node": "gpu-a", "unit": "vllm-ghost.service"}],
     )
     data, text = await ask(cluster)
