@@ -68,12 +68,12 @@ async def test_load_that_times_out(make_cluster: MakeCluster) -> None:
 
 async def test_bot_killed_mid_load_and_started_again_one_ready_notice(make_cluster: MakeCluster) -> None:
     cluster = await kimi_cluster(make_cluster)
-    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.02)  # ~2.5 s of weights
+    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.05)  # ~6 s of weights: time to see it mid-load
     notifier = RecordingNotifier()  # stands for the Slack channel both processes post to
     async with bot(cluster.config, notifier=notifier) as first:
         rid = await request(first)
         assert (await first.click("restart_confirm", rid)).executed
-        await until(lambda: any(p.reply.data.get("kind") == "progress" for p in notifier.posts), 20, "progress")
+        await until(lambda: any(p.reply.data.get("kind") == "progress" for p in notifier.posts), 45, "progress")
     # The first process is gone mid-load (its jobs stay in the database).
     assert not notices_in(notifier, "is ready")
     async with bot(cluster.config, notifier=notifier) as second:

@@ -170,9 +170,7 @@ async def test_probe_round_trip(kimi: SimNode) -> None:
     script = build_script(
         [ProbeTarget(unit=KIMI_UNIT, bench_dir=kimi.bench_dir)], ProbeOptions(bench=True, metrics_samples=1)
     )
-    t = time.monotonic()
     rc, out, err = await sh(script)
-    elapsed = time.monotonic() - t
     assert rc == 0, err
     node = parse_output(out)
     assert node.complete and node.host == "gpu-node-1" and node.gpus_rc == 0
@@ -192,7 +190,6 @@ async def test_probe_round_trip(kimi: SimNode) -> None:
     assert u.journal_src == "invocation" and u.journal and "Application startup complete." in u.journal
     assert len(u.bench_files) == 4
     assert any('"output_throughput": 1536.42' in v for v in u.bench_files.values())
-    assert elapsed < 2.0
 
 
 async def test_restart_via_fake_systemctl(kimi: SimNode) -> None:
