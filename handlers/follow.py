@@ -30,8 +30,8 @@ from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 log = logging.getLogger("inferbot.follow")
 
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
-FOLLOW_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=0, http_timeout_s=3.0, models=True)
-FAIL_PROBE = ProbeOptions(gpus=False, journal_lines=400, log_lines=20, http_timeout_s=3.0)
+FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
+FAIL_PROBE = ProbeOptions(gpus=False, log_lines=20, http_timeout_s=3.0)
 WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's

@@ -21,11 +21,12 @@ async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
     if ctx.store is None:
         return
     now = ctx.now()
-    for st in states:
-        if st.state not in ("loading", "starting") or st.since is None:
-            continue
-        history = await ctx.store.load_durations(st.service, st.node)
-        if not history:
+    loading = [st for st in states if st.state in ("loading", "starting") and st.since is not None]
+    if not loading:
+        return
+    histories = await ctx.store.load_durations_many([(st.service, st.node) for st in loading])
+    for st, history in zip(loading, histories, strict=True):
+        if not history or st.since is None:
             continue
         typical = sorted(history)[len(history) // 2]
         elapsed = (now - st.since).total_seconds()
@@ -47,17 +48,13 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
         return
     from services.store import diff_snapshots
 
-    for st in states:
-        if st.settings_source == "none" or st.state == "unreachable":
+    seen = [st for st in states if st.settings_source != "none" and st.state != "unreachable"]
+    if not seen:
+        return
+    for st, (current, ready) in zip(seen, await ctx.store.record_snapshots(seen, ctx.now()), strict=True):
+        if ready is None or ready.id == current.id:
             continue
-        await ctx.store.record_snapshot(st, ctx.now())
-        if st.state == "ready":
-            continue
-        ready = await ctx.store.last_ready_snapshot(st.service, st.node)
-        current = await ctx.store.latest_snapshots(st.service, st.node, limit=1)
-        if ready is None or not current:
-            continue
-        diff = diff_snapshots(ready, current[0])
+        diff = diff_snapshots(ready, current)
         if diff:
             shown = ", ".join(f"{d.key}: {_fmt(d.old)} → {_fmt(d.new)}" for d in diff[:8])
             more = f" and {len(diff) - 8} more" if len(diff) > 8 else ""

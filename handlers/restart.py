@@ -32,7 +32,7 @@ from services.probe import ProbeOptions
 from services.restart_exec import RestartResult, build_restart_command, execute_restart
 from services.store import RestartRequest, Store
 
-IMPACT_PROBE = ProbeOptions(gpus=False, journal_lines=400, metrics_samples=1, http_timeout_s=3.0)
+IMPACT_PROBE = ProbeOptions(gpus=False, metrics_samples=1, http_timeout_s=3.0)
 log = logging.getLogger("inferbot.restart")
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"

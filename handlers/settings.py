@@ -20,7 +20,7 @@ from services.probe import ProbeOptions
 
 # The live tok/s in the settings summary comes from vLLM's periodic stats line in the journal (no pause
 # for two /metrics samples); "throughput" and "status" sample /metrics twice.
-SETTINGS_PROBE = ProbeOptions(journal_lines=400, bench=True)
+SETTINGS_PROBE = ProbeOptions(bench=True)
 
 
 def service_sections(st: ServiceState, ctx: Context, focus: str | None = None) -> list[Section]:

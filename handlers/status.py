@@ -18,7 +18,7 @@ from services.models import ServiceState
 from services.probe import ProbeOptions
 
 # Two /metrics samples one second apart: enough to see tokens flowing (or a hung engine).
-STATUS_PROBE = ProbeOptions(journal_lines=400, metrics_samples=2, metrics_interval_s=1.0)
+STATUS_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=1.0)
 BAR_WIDTH = 20
 
 

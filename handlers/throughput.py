@@ -10,7 +10,7 @@ from services import bench as bench_fmt
 from services.models import ServiceState
 from services.probe import ProbeOptions
 
-THROUGHPUT_PROBE = ProbeOptions(journal_lines=400, metrics_samples=2, metrics_interval_s=2.0, bench=True, gpus=False)
+THROUGHPUT_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=2.0, bench=True, gpus=False)
 
 
 def _ms(v: float | None) -> str:

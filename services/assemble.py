@@ -5,6 +5,7 @@ Secrets are redacted here, as the raw text is interpreted: nothing downstream ev
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime, timedelta
 from typing import Literal
@@ -115,7 +116,26 @@ def _yaml_config(raw: UnitRaw, argv: list[str], warnings: list[str]) -> dict[str
 
 def _parse_cmd(raw: UnitRaw, argv: list[str], warnings: list[str]) -> VllmCommand:
     cfg = _yaml_config(raw, argv, warnings)
-    return vllm_args.parse_vllm_argv(argv, cfg)
+    key = json.dumps(cfg, sort_keys=True, default=str) if cfg is not None else None
+    return _parse_argv_cached(tuple(argv), key)
+
+
+# A long-running bot asks the same nodes the same questions: the command line, the unit file and the
+# bench files rarely change between two questions, so their (pure) parses are cached on the text.
+@functools.lru_cache(maxsize=512)
+def _parse_argv_cached(argv: tuple[str, ...], config_json: str | None) -> VllmCommand:
+    cfg = json.loads(config_json) if config_json is not None else None
+    return vllm_args.parse_vllm_argv(list(argv), cfg)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_unit_cached(text: str, instance: str | None, unit_name: str) -> UnitFile:
+    return unitfile.parse_unit_cat(text, instance=instance, unit_name=unit_name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bench_records(path: str, text: str) -> tuple[dict[str, object], ...]:
+    return tuple(bench_parser.parse_bench_extract(path, text))
 
 
 def _docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str]) -> dict[str, str]:
@@ -235,8 +255,7 @@ def assemble(
     warnings: list[str] = []
     show = systemd.parse_show(raw.show, tz_offset=facts.raw.tz) if raw.show_rc == 0 else UnitShow(id=raw.unit)
     unit = (
-        unitfile.parse_unit_cat(raw.cat, instance=_instance(raw.unit), unit_name=raw.unit)
-        if raw.cat_rc == 0 else UnitFile()
+        _parse_unit_cached(raw.cat, _instance(raw.unit), raw.unit) if raw.cat_rc == 0 else UnitFile()
     )
     journal = raw.journal or ""
     progress = vllm_log.parse_load_progress(journal) if journal else LoadProgress()
@@ -390,7 +409,7 @@ def assemble(
     if raw.bench_files:
         records: list[dict[str, object]] = []
         for path, text in raw.bench_files.items():
-            records += bench_parser.parse_bench_extract(path, text)
+            records += _bench_records(path, text)
         st.bench = bench_parser.summarize_bench(records)
     elif raw.bench_dir is not None:
         st.bench = BenchSummary()

@@ -24,6 +24,19 @@ SHOW_PROPERTIES = (
     "ActiveEnterTimestamp,StateChangeTimestamp,InactiveEnterTimestamp,NRestarts,NeedDaemonReload,"
     "FragmentPath,DropInPaths,Environment,EnvironmentFiles,ExecStart,ExecMainStatus,InvocationID"
 )
+# The journal lines the parsers read (services/vllm_log.py): phase markers, shard progress, the stats
+# line, the version banner and failure markers. The node scans the current start's journal and sends
+# only these, so a busy server's access-log lines neither cost transfer and parsing nor push the phase
+# markers out of the window.
+JOURNAL_FILTER = "|".join((
+    r"Completed \|", "Loading (safetensors|pt|np_cache|weights)", "Multi-thread loading", "Starting to load model",
+    "Filesystem type for checkpoints", "Model loading took", "KV cache", "Memory profiling", "init engine",
+    "Dynamo bytecode", r"torch\.compile", "CUDA graphs", "Compiling a graph", "Graph capturing", "Starting vLLM",
+    "Available routes", "Started server process", "application startup", "Application startup", "HTTP server",
+    "Waiting for GPU memory", "throughput: ", "version", "Error", "error:", "Traceback", "OutOfMemory",
+    "out of memory", "Timed out", "Main process exited", "unrecognized arguments", "Failed", "failed",
+))
+JOURNAL_SCAN = 3000  # lines of the current start looked at on the node
 BENCH_KEYS = (
     "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
     "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
@@ -44,7 +57,7 @@ class ProbeOptions(Model):
     """What a question needs from the node; numbers only, chosen by handlers."""
 
     gpus: bool = True
-    journal_lines: int = Field(default=400, ge=0, le=5000)
+    journal_lines: int = Field(default=300, ge=0, le=5000)  # the newest lines that match JOURNAL_FILTER
     metrics_samples: int = Field(default=0, ge=0, le=2)
     metrics_interval_s: float = Field(default=1.0, ge=0.1, le=10.0)
     log_lines: int = Field(default=0, ge=0, le=200)
@@ -121,10 +134,10 @@ pu() {
     esac
   fi
   if [ "$JL" -gt 0 ]; then
-    if [ -n "$lf" ]; then j=$(tail -n "$JL" -- "$lf" 2>/dev/null || $S tail -n "$JL" -- "$lf" 2>/dev/null); src=file
-    elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JL"; src=invocation
-    else jp -u "$u" -n "$JL"; src=unit; fi
-    echo "$M journal src=$src"; printf '%s' "$j" | b64
+    if [ -n "$lf" ]; then j=$(tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null); src=file
+    elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JS"; src=invocation
+    else jp -u "$u" -n "$JS"; src=unit; fi
+    echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | tail -n "$JL" | b64
   fi
   if [ "$LL" -gt 0 ]; then
     if [ -n "$lf" ]; then j=$(tail -n "$LL" -- "$lf" 2>/dev/null || $S tail -n "$LL" -- "$lf" 2>/dev/null)
@@ -175,7 +188,8 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
         _HELPERS,
         f"PROPS={_q(SHOW_PROPERTIES)}; BK={_q(BENCH_KEYS)}",
         f"HT={options.http_timeout_s:g}; MS={options.metrics_samples}; MI={options.metrics_interval_s:g}",
-        f"JL={options.journal_lines}; LL={options.log_lines}",
+        f"JL={options.journal_lines}; LL={options.log_lines}; JS={max(JOURNAL_SCAN, options.journal_lines)}",
+        f"JF={_q(JOURNAL_FILTER)}",
         'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
     ]
     if options.gpus:

@@ -5,6 +5,7 @@ Redaction happens where node output is parsed, before anything is stored, render
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -49,6 +50,7 @@ _PYREPR_SECRET = re.compile(
 _BEARER = re.compile(r"(?P<k>\b(?:Bearer|Basic|token)\s+)(?P<v>[A-Za-z0-9._~+/=\-]{8,})", re.IGNORECASE)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
     """True for environment variable or flag names whose values are secrets (``HF_TOKEN``, ``*_KEY``…)."""
     bare = name.lstrip("-")

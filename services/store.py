@@ -619,6 +619,27 @@ class Store:
             row = conn.execute(select(snapshots).where(snapshots.c.id == snap_id)).one()
         return Snapshot.model_validate(_row(row))
 
+    async def record_snapshots(
+        self, states: list[ServiceState], now: datetime
+    ) -> list[tuple[Snapshot, Snapshot | None]]:
+        """``record_snapshot`` for each state, with the last ready snapshot of those not ready now.
+
+        One trip to the database thread for a whole answer (the bot records on every question).
+        """
+        return await self._run(self._record_snapshots, list(states), _aware(now, "now"))
+
+    def _record_snapshots(self, states: list[ServiceState], now: datetime) -> list[tuple[Snapshot, Snapshot | None]]:
+        out: list[tuple[Snapshot, Snapshot | None]] = []
+        for st in states:
+            snap = self._record_snapshot(st, now)
+            ready = None if st.state == "ready" else self._last_ready_snapshot(st.service, st.node)
+            out.append((snap, ready))
+        return out
+
+    async def load_durations_many(self, keys: list[tuple[str, str]], limit: int = 10) -> list[list[float]]:
+        """``load_durations`` for several (service, node) pairs in one trip to the database thread."""
+        return await self._run(lambda: [self._load_durations(s, n, limit) for s, n in keys])
+
     async def mark_ready_snapshot(self, service: str, node: str, at: datetime) -> bool:
         """Mark the newest snapshot of service@node as seen ready (False when there is none)."""
         return await self._run(self._mark_ready, service, node, _aware(at, "at"))

@@ -7,6 +7,7 @@ or ``docker run … IMAGE …``. Output is a ``VllmCommand`` with flags keyed by
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -659,6 +660,7 @@ def secret_values(cmd: VllmCommand) -> list[str]:
     return list(dict.fromkeys(v for v in found if v))
 
 
+@functools.lru_cache(maxsize=1024)
 def flag_group(name: str) -> str:
     """The display group of a flag; dotted names (``speculative-config.method``) go with their base flag."""
     base = name.split(".", 1)[0]

@@ -173,6 +173,10 @@ def _shorten(msg: str) -> str:
     return msg if len(msg) <= _FAILED_MAX_CHARS else msg[: _FAILED_MAX_CHARS - 1] + "…"
 
 
+_ANY_PHASE = re.compile("|".join(f"(?:{p.pattern})" for _, p in _PHASE_MARKERS))
+_ANY_FAILURE = re.compile("|".join(f"(?:{p.pattern})" for _, p in _FAILURE_MARKERS))
+
+
 def parse_load_progress(text: str) -> LoadProgress:
     """Where the current start is: phase from the last marker, weight-shard progress, failure marker.
 
@@ -188,14 +192,17 @@ def parse_load_progress(text: str) -> LoadProgress:
         # Banner art and separators carry no information for a status line.
         if any(c.isalnum() for c in msg):
             last_line = msg
-        for prio, pattern in _FAILURE_MARKERS:
-            if pattern.search(msg) and (failure is None or prio < failure[0]):
-                failure = (prio, _shorten(msg))
-                break
-        for name, pattern in _PHASE_MARKERS:
-            if pattern.search(msg):
-                phase = name
-                break
+        # One combined search per kind first: most lines match no marker at all.
+        if _ANY_FAILURE.search(msg):
+            for prio, pattern in _FAILURE_MARKERS:
+                if pattern.search(msg) and (failure is None or prio < failure[0]):
+                    failure = (prio, _shorten(msg))
+                    break
+        if _ANY_PHASE.search(msg):
+            for name, pattern in _PHASE_MARKERS:
+                if pattern.search(msg):
+                    phase = name
+                    break
         m = _WEIGHT_PROGRESS.search(msg)
         if m:
             progress = m

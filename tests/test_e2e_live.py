@@ -220,3 +220,20 @@ async def test_compare_one_service_on_two_nodes(make_cluster: MakeCluster) -> No
     rows = {r["key"]: r for r in cmp["rows"]}
     assert rows["tensor-parallel-size"]["same"] and not rows["port"]["same"]
     assert "≠ port" in text
+
+
+async def test_warns_when_settings_differ_from_the_last_ready_ones(make_cluster: MakeCluster) -> None:
+    cluster = await make_cluster({"gpu-a": kimi(seconds_per_shard=0.05)})
+    sim = cluster.sims["gpu-a"]
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
+    data, _ = await ask(cluster, "settings")  # seen ready with these settings
+    assert not any("last ones seen ready" in w for w in data["data"]["services"][0]["warnings"])
+    unit_file = next((sim.root / "etc/systemd/system").glob("vllm-kimi*.service"))
+    sim.edit_unit(KIMI_UNIT, unit_file.read_text().replace("--trust-remote-code", "--trust-remote-code --enforce-eager"))
+    await sim.daemon_reload()
+    await sim.restart_unit(KIMI_UNIT)
+    await sim.wait_for(KIMI_UNIT, "loading", 45)
+    data, text = await ask(cluster, "settings")
+    svc = data["data"]["services"][0]
+    assert svc["state"] in ("loading", "starting")
+    assert any("last ones seen ready" in w and "enforce-eager: (unset) → true" in w for w in svc["warnings"]), svc
