@@ -229,11 +229,12 @@ async def test_warns_when_settings_differ_from_the_last_ready_ones(make_cluster:
     data, _ = await ask(cluster, "settings")  # seen ready with these settings
     assert not any("last ones seen ready" in w for w in data["data"]["services"][0]["warnings"])
     unit_file = next((sim.root / "etc/systemd/system").glob("vllm-kimi*.service"))
-    sim.edit_unit(KIMI_UNIT, unit_file.read_text().replace("--trust-remote-code", "--trust-remote-code --enforce-eager"))
+    eager = unit_file.read_text().replace("--trust-remote-code", "--trust-remote-code --enforce-eager")
+    sim.edit_unit(KIMI_UNIT, eager)
     await sim.daemon_reload()
     await sim.restart_unit(KIMI_UNIT)
     await sim.wait_for(KIMI_UNIT, "loading", 45)
-    data, text = await ask(cluster, "settings")
+    data, _ = await ask(cluster, "settings")
     svc = data["data"]["services"][0]
     assert svc["state"] in ("loading", "starting")
     assert any("last ones seen ready" in w and "enforce-eager: (unset) → true" in w for w in svc["warnings"]), svc
