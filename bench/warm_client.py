@@ -1,0 +1,144 @@
+"""inferbot warm: the long-running bot's path in its own process, connections pooled, asked many times.
+
+    python -m bench.warm_client --config FILE --runs 10
+
+Builds ``runtime(config)`` once (as ``inferbot serve`` does), asks one warm-up question (it opens the N
+connections), then asks ``--runs`` more, each timed. Prints one JSON object: wall per question, this
+process's CPU time (user+sys) per node per question, SSH round trips per node per question
+(``pool.runs`` / N, must be 1), connections made (``pool.connects``, must be N), peak RSS (VmHWM), and a
+digest of the commands the bot really sent (the baselines must send the same). The Slack front end's
+modules are imported first, so the RSS is that of the bot process, not of a slimmer one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import logging
+import resource
+import sys
+import time
+from typing import Any
+
+from bench.common import QUESTION, command_digest, read_vm_hwm_kib
+from bot.app import runtime
+from bot.dispatch import answer
+from config.loader import load_config
+from config.models import Node
+from handlers.context import Asker
+from handlers.reply import Reply
+from services.models import CommandResult
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+class _Failures(logging.Handler):
+    """Keeps the last line of each traceback the dispatcher logs (why a question failed)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            e = record.exc_info[1]
+            self.seen.append(f"{type(e).__name__}: {e}")
+
+
+def _import_front_end() -> bool:
+    """Load the Slack front end's modules too, so peak RSS is that of the bot process (``inferbot serve``)."""
+    try:
+        importlib.import_module("bot.slack_app")
+    except Exception:
+        return False
+    return True
+
+
+def check_reply(reply: Reply, n_nodes: int, extra: str = "") -> str | None:
+    """Why ``reply`` is not a full settings answer from every node (None when it is)."""
+    data = reply.data or {}
+    nodes = data.get("nodes", [])
+    bad = [n["node"] for n in nodes if not n.get("ok")]
+    if reply.intent != "settings" or not reply.ok:
+        return f"intent {reply.intent}, ok {reply.ok}: {reply.error}{extra}"
+    if len(nodes) != n_nodes or bad:
+        return f"{len(nodes)} nodes answered, unreachable: {bad[:5]}"
+    unreachable = [s["service"] for s in data.get("services", []) if s.get("state") == "unreachable"]
+    if unreachable:
+        return f"services unreachable: {unreachable[:5]}"
+    return None
+
+
+async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
+    """Ask ``question`` once to warm up, then ``runs`` times, and report what it cost."""
+    config = load_config(config_path)
+    n = len(config.nodes)
+    out: dict[str, Any] = {"nodes": n, "runs": runs, "wall_s": [], "cpu_ms_per_node": [],
+                           "round_trips_per_node": [], "run_errors": [], "errors": []}
+    failures = _Failures()
+    logging.getLogger("inferbot").addHandler(failures)
+
+    def why_failed() -> str:
+        return f" ({failures.seen[-1]})" if failures.seen else ""
+
+    out["slack_front_end_imported"] = _import_front_end()
+    out["rss_before_first_question_kib"] = read_vm_hwm_kib()
+    async with runtime(config) as rt:
+        asker = Asker(surface="json")
+        sent: dict[str, str] = {}
+        real_run = rt.pool.run
+
+        async def recording_run(node: Node, command: str, *a: Any, **kw: Any) -> CommandResult:
+            sent[node.name] = command
+            return await real_run(node, command, *a, **kw)
+
+        rt.pool.run = recording_run  # type: ignore[method-assign]  # warm-up only: what the bot sends
+        t0, c0 = time.perf_counter(), _cpu_s()
+        first = await answer(question, rt.context(asker))
+        rt.pool.run = real_run  # type: ignore[method-assign]
+        out["command_digest"] = command_digest(sent)
+        out["warmup_wall_s"] = time.perf_counter() - t0
+        out["warmup_cpu_ms_per_node"] = (_cpu_s() - c0) * 1000 / n
+        if (why := check_reply(first, n, why_failed())) is not None:
+            out["errors"].append(f"warm-up: {why}")
+        out["warmup_error"] = why
+        out["connects_after_warmup"] = rt.pool.connects
+        for _ in range(runs):
+            runs0 = rt.pool.runs
+            c0 = _cpu_s()
+            t0 = time.perf_counter()
+            reply = await answer(question, rt.context(asker))
+            wall = time.perf_counter() - t0
+            cpu = _cpu_s() - c0
+            out["wall_s"].append(wall)
+            out["cpu_ms_per_node"].append(cpu * 1000 / n)
+            out["round_trips_per_node"].append((rt.pool.runs - runs0) / n)
+            why = check_reply(reply, n, why_failed())
+            out["run_errors"].append(why)
+            if why is not None:
+                out["errors"].append(why)
+        out["connects"] = rt.pool.connects
+    out["peak_rss_kib"] = read_vm_hwm_kib()
+    return out
+
+
+def main() -> int:
+    """Entry point of ``python -m bench.warm_client``."""
+    p = argparse.ArgumentParser(prog="python -m bench.warm_client", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True)
+    p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--question", default=QUESTION)
+    args = p.parse_args()
+    result = asyncio.run(measure(args.config, args.runs, args.question))
+    json.dump(result, sys.stdout)
+    print()
+    return 0 if not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
