@@ -723,12 +723,16 @@ class Store:
         return await self._run(self._last_load, service, node)
 
     def _last_load(self, service: str, node: str) -> LoadRecord | None:
-        with self._read() as conn:
-            row = conn.execute(
-                select(loads).where(loads.c.service == service, loads.c.node == node)
-                .order_by(loads.c.started_at.desc(), loads.c.id.desc()).limit(1)
-            ).first()
+        row = self._newest(loads, service, node, loads.c.started_at)
         return None if row is None else LoadRecord.model_validate(_row(row))
+
+    def _newest(self, table: Table, service: str, node: str, when: Any) -> Any:
+        """The newest row of ``table`` for service@node, by ``when`` then id (None when there is none)."""
+        with self._read() as conn:
+            return conn.execute(
+                select(table).where(table.c.service == service, table.c.node == node)
+                .order_by(when.desc(), table.c.id.desc()).limit(1)
+            ).first()
 
     # ---- audit -----------------------------------------------------------------------------------
 
@@ -930,11 +934,7 @@ class Store:
         return await self._run(self._last_restart, service, node)
 
     def _last_restart(self, service: str, node: str) -> RestartRecord | None:
-        with self._read() as conn:
-            row = conn.execute(
-                select(restarts).where(restarts.c.service == service, restarts.c.node == node)
-                .order_by(restarts.c.at.desc(), restarts.c.id.desc()).limit(1)
-            ).first()
+        row = self._newest(restarts, service, node, restarts.c.at)
         return None if row is None else RestartRecord.model_validate(_row(row))
 
     # ---- follows and exactly-once notices --------------------------------------------------------
