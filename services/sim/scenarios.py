@@ -111,7 +111,7 @@ class NodeScenario(_M):
     polkit_allows_user: bool = False  # a non-root login may run systemctl start/stop/restart without sudo
     journal_readable: bool = True  # a non-root login can read the system journal (adm/systemd-journal)
     root_only_proc: bool = False  # unit processes run as root even with run_as: their environ is unreadable
-    hung_systemctl: bool = False  # every systemctl call sleeps 600 s (SimNode.set_hung_systemctl to toggle)
+    hung_systemctl: bool = False  # every systemctl call sleeps 60 s (SimNode.set_hung_systemctl to toggle)
     nvidia_smi_broken: bool = False  # "NVIDIA-SMI has failed because it couldn't communicate ..." rc 9
     gpu_free_delay_s: float = 3.0  # GPU memory of exited processes is released this much later
     stop_timeout_s: float = 5.0  # TimeoutStopSec: SIGKILL after this
