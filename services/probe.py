@@ -87,6 +87,16 @@ jp() {
   case $j in ''|'-- No entries --') [ -n "$S" ] && j=$($S journalctl "$@" -o cat -a --no-pager 2>/dev/null) ;; esac
   case $j in '-- No entries --') j='' ;; esac
 }
+# Of the repetitive lines (shard progress, periodic stats) only the newest few matter; every other marker
+# is kept, in order, so the phase read from the last marker stays right.
+thin() {
+  awk '{ l[NR]=$0; if (index($0, "Completed |")) np++; else if (index($0, "throughput: ")) ns++ }
+       END { p=0; s=0
+             for (i = 1; i <= NR; i++) { x = l[i]
+               if (index(x, "Completed |")) { if (++p > np - 3) print x }
+               else if (index(x, "throughput: ")) { if (++s > ns - 3) print x }
+               else print x } }'
+}
 argpaths() { awk 'p=="--config"||p=="--env-file"{print} /^--env-file=/{sub(/^--env-file=/,"");print} {p=$0}'; }
 derive_url() {
   tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk '
@@ -137,7 +147,7 @@ pu() {
     if [ -n "$lf" ]; then j=$(tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null); src=file
     elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JS"; src=invocation
     else jp -u "$u" -n "$JS"; src=unit; fi
-    echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | tail -n "$JL" | b64
+    echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | thin | tail -n "$JL" | b64
   fi
   if [ "$LL" -gt 0 ]; then
     if [ -n "$lf" ]; then j=$(tail -n "$LL" -- "$lf" 2>/dev/null || $S tail -n "$LL" -- "$lf" 2>/dev/null)
