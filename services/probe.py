@@ -200,6 +200,7 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
         f"HT={options.http_timeout_s:g}; MS={options.metrics_samples}; MI={options.metrics_interval_s:g}",
         f"JL={options.journal_lines}; LL={options.log_lines}; JS={max(JOURNAL_SCAN, options.journal_lines)}",
         f"JF={_q(JOURNAL_FILTER)}",
+        "main() {",
         'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
     ]
     if options.gpus:
@@ -227,6 +228,9 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             'for u in $found; do pu "$u" "" "" ""; done',
         ]
     lines.append('echo "$M end"')
+    # Written at once: each small write would otherwise travel as its own SSH packet, and the bot's
+    # per-packet cost (decrypt, parse, in Python) was most of its CPU per question.
+    lines += ["}", 'o=$(main); printf \'%s\\n\' "$o"']
     return "\n".join(lines) + "\n"
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 import threading
 import time
@@ -464,6 +465,15 @@ def _follow(row: Row[Any]) -> Follow:
 # The store
 
 
+MEMO_S = 30.0
+"""How long this process trusts what it last wrote or read for a service@node (snapshots, load history)."""
+
+
+def _settings_digest(st: ServiceState) -> str:
+    """What a snapshot row is about: the settings and whether they are seen ready now."""
+    return json.dumps([st.unit, st.model, st.flags, st.env, st.version, st.state == "ready"], sort_keys=True)
+
+
 class Store:
     """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use."""
 
@@ -480,6 +490,10 @@ class Store:
         self._init_lock = threading.Lock()
         self._initialised = False
         self._closed = False
+        # Every answer records what each service runs with; unchanged settings recorded by this process
+        # a moment ago need no database trip (only last_seen_at would move). Keyed by service@node.
+        self._snapshot_memo: dict[tuple[str, str], tuple[str, float, Snapshot, Snapshot | None]] = {}
+        self._durations_memo: dict[tuple[str, str, int], tuple[float, list[float]]] = {}
 
     # ---- plumbing --------------------------------------------------------------------------------
 
@@ -626,7 +640,23 @@ class Store:
 
         One trip to the database thread for a whole answer (the bot records on every question).
         """
-        return await self._run(self._record_snapshots, list(states), _aware(now, "now"))
+        now = _aware(now, "now")
+        mono = time.monotonic()
+        out: list[tuple[Snapshot, Snapshot | None] | None] = [None] * len(states)
+        todo: list[tuple[int, ServiceState, str]] = []
+        for i, st in enumerate(states):
+            digest = _settings_digest(st)
+            memo = self._snapshot_memo.get((st.service, st.node))
+            if memo is not None and memo[0] == digest and mono - memo[1] < MEMO_S:
+                out[i] = (memo[2], memo[3])
+            else:
+                todo.append((i, st, digest))
+        if todo:
+            recorded = await self._run(self._record_snapshots, [st for _, st, _ in todo], now)
+            for (i, st, digest), result in zip(todo, recorded, strict=True):
+                out[i] = result
+                self._snapshot_memo[(st.service, st.node)] = (digest, mono, result[0], result[1])
+        return [r for r in out if r is not None]
 
     def _record_snapshots(self, states: list[ServiceState], now: datetime) -> list[tuple[Snapshot, Snapshot | None]]:
         out: list[tuple[Snapshot, Snapshot | None]] = []
@@ -637,8 +667,18 @@ class Store:
         return out
 
     async def load_durations_many(self, keys: list[tuple[str, str]], limit: int = 10) -> list[list[float]]:
-        """``load_durations`` for several (service, node) pairs in one trip to the database thread."""
-        return await self._run(lambda: [self._load_durations(s, n, limit) for s, n in keys])
+        """``load_durations`` for several (service, node) pairs in one trip to the database thread.
+
+        Remembered for a short while: load history only grows when a load ends.
+        """
+        mono = time.monotonic()
+        missing = [(s, n) for s, n in keys
+                   if mono - self._durations_memo.get((s, n, limit), (-MEMO_S, []))[0] >= MEMO_S]
+        if missing:
+            found = await self._run(lambda: [self._load_durations(s, n, limit) for s, n in missing])
+            for (s, n), durations in zip(missing, found, strict=True):
+                self._durations_memo[(s, n, limit)] = (mono, durations)
+        return [list(self._durations_memo[(s, n, limit)][1]) for s, n in keys]
 
     async def mark_ready_snapshot(self, service: str, node: str, at: datetime) -> bool:
         """Mark the newest snapshot of service@node as seen ready (False when there is none)."""
@@ -696,6 +736,7 @@ class Store:
         """
         if outcome not in ("ready", "failed", "timeout"):
             raise ValueError(f"unknown load outcome {outcome!r}")
+        self._durations_memo = {k: v for k, v in self._durations_memo.items() if k[:2] != (service, node)}
         started_at = _aware(started_at, "started_at")
         key = invocation_id or f"start:{started_at.isoformat()}"
         values: dict[str, Any] = {
