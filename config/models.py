@@ -222,6 +222,10 @@ class BotConfig(_Strict):
                 return n
         raise KeyError(name)
 
+    def service(self, name: str, node: str) -> Service | None:
+        """The service called ``name`` on ``node``, if configured."""
+        return next((s for s in self.services if s.name == name and s.node == node), None)
+
     def access_for(self, service: Service | None) -> AccessPolicy:
         """The access policy for a service: its own ``[services.access]`` or the global one."""
         if service is not None and service.access is not None:

@@ -10,16 +10,7 @@ from handlers.live import record_snapshots, snapshot_data
 from handlers.reply import Reply, Section
 from handlers.settings import SETTINGS_PROBE
 from services.models import FlagValue, ServiceState
-
-
-def _show(v: object) -> str:
-    if v is None:
-        return "(not set)"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list):
-        return " ".join(str(x) for x in v)
-    return str(v)
+from services.vllm_args import format_flag_value
 
 
 async def handle(ctx: Context, req: Request) -> Reply:
@@ -51,7 +42,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
         out["since"] = new.first_seen_at.isoformat()
         sections.append(Section(kind="text", text=f"changed {ago(new.first_seen_at, now)} "
                                                   f"({new.first_seen_at:%Y-%m-%d %H:%M} UTC):"))
-        rows = [[d.kind, d.key, _show(d.old), _show(d.new)] for d in diff]
+        rows = [[d.kind, d.key, format_flag_value(d.old), format_flag_value(d.new)] for d in diff]
         sections.append(Section(kind="table", headers=["what", "name", "before", "now"], rows=rows))
     statuses = [STATE_STATUS[s.state] for s in snap.services]
     return Reply(intent="changes", title="What changed", status=worst(statuses), sections=sections, data=data)
@@ -88,7 +79,10 @@ async def compare(ctx: Context, req: Request) -> Reply:
     a, b = snap.services[0], snap.services[1]
     la, lb = f"{a.service}@{a.node}", f"{b.service}@{b.node}"
     rows = compare_rows(a, b)
-    diff_rows = [[("≠ " if not r["same"] else "  ") + r["key"], _show(r["left"]), _show(r["right"])] for r in rows]
+    diff_rows = [
+        [("≠ " if not r["same"] else "  ") + r["key"], format_flag_value(r["left"]), format_flag_value(r["right"])]
+        for r in rows
+    ]
     different = sum(1 for r in rows if not r["same"])
     sections = [Section(kind="text", text=f"{different} of {len(rows)} settings differ (marked ≠)")]
     for st in (a, b):

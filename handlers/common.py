@@ -7,7 +7,7 @@ from datetime import datetime
 from handlers.reply import Section, Status
 from services import bench as bench_fmt
 from services.models import ServiceState
-from services.vllm_args import group_flags
+from services.vllm_args import format_flag_value, group_flags
 
 STATE_STATUS: dict[str, Status] = {
     "ready": "ok", "loading": "loading", "starting": "loading", "stopped": "info",
@@ -108,17 +108,9 @@ def flag_rows(st: ServiceState, only: str | None = None) -> list[Section]:
     for group, items in group_flags(st.flags):
         if only and group != only:
             continue
-        rows = [[f"--{k}", _value(v)] for k, v in items]
+        rows = [[f"--{k}", format_flag_value(v)] for k, v in items]
         out.append(Section(kind="table", title=f"Flags — {group}", headers=["flag", "value"], rows=rows))
     return out
-
-
-def _value(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, list):
-        return " ".join(str(x) for x in v)
-    return str(v)
 
 
 def env_section(st: ServiceState, prefix: str | None = None) -> Section | None:

@@ -73,13 +73,6 @@ def _store(ctx: Context) -> Store:
     return ctx.store
 
 
-def _service(ctx: Context, name: str, node: str) -> Service | None:
-    for s in ctx.config.services:
-        if s.name == name and s.node == node:
-            return s
-    return None
-
-
 def hhmm(at: datetime) -> str:
     """``13:22 UTC``."""
     return f"{at.astimezone(UTC):%H:%M} UTC"
@@ -332,7 +325,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
     if f is None or not f.active:
         _stop(ctx, key)
         return FollowStatus(key, True, outcome=f.outcome if f else None)
-    service = _service(ctx, f.service, f.node)
+    service = ctx.config.service(f.service, f.node)
     if service is None:
         await store.finish_follow(key, "gone")
         _stop(ctx, key)

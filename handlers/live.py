@@ -11,8 +11,10 @@ from handlers.reply import Reply, Section, Status
 from services.cluster import Snapshot
 from services.models import ServiceState
 from services.probe import ProbeOptions
+from services.vllm_args import format_flag_value
 
 log = logging.getLogger("inferbot.live")
+UNSET = "(unset)"
 Card = Callable[[ServiceState, Context], list[Section]]
 
 
@@ -56,20 +58,14 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
             continue
         diff = diff_snapshots(ready, current)
         if diff:
-            shown = ", ".join(f"{d.key}: {_fmt(d.old)} → {_fmt(d.new)}" for d in diff[:8])
+            shown = ", ".join(
+                f"{d.key}: {format_flag_value(d.old, UNSET)} → {format_flag_value(d.new, UNSET)}" for d in diff[:8]
+            )
             more = f" and {len(diff) - 8} more" if len(diff) > 8 else ""
             st.warnings.append(
                 f"settings differ from the last ones seen ready ({ready.last_seen_at:%Y-%m-%d %H:%M} UTC): "
                 f"{shown}{more}"
             )
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return "(unset)"
-    if isinstance(v, list):
-        return " ".join(str(x) for x in v)
-    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def snapshot_data(snap: Snapshot) -> dict[str, Any]:

@@ -67,14 +67,6 @@ def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None 
                  data={"refused": True, "reason": text, **data}, error=text)
 
 
-def find_service(ctx: Context, name: str, node: str) -> Service | None:
-    """The configured service ``name`` on ``node``."""
-    for s in ctx.config.services:
-        if s.name == name and s.node == node:
-            return s
-    return None
-
-
 async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str | None, ServiceState | None]:
     """Node reachable, nothing in flight, cooldown: the first refusal reason (or None) and the state seen."""
     store = _store(ctx)
@@ -250,7 +242,7 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
     req = await store.get_request(request_id)
     if req is None:
         return ActionOutcome(ephemeral="refused: I don't know this restart request")
-    service = find_service(ctx, req.service, req.node)
+    service = ctx.config.service(req.service, req.node)
     if service is None:
         return ActionOutcome(ephemeral=f"refused: {req.service} on {req.node} is no longer in the config")
     policy = ctx.config.access_for(service)

@@ -163,14 +163,6 @@ def _redact_flags(flags: dict[str, FlagValue], redactor: Redactor) -> dict[str, 
     return out
 
 
-def _show_flag(v: FlagValue | None) -> str:
-    if v is None:
-        return "(not set)"
-    if isinstance(v, list):
-        return " ".join(v)
-    return str(v).lower() if isinstance(v, bool) else v
-
-
 def _drift(running: VllmCommand, declared: VllmCommand, redactor: Redactor) -> list[str]:
     diffs: list[str] = []
     if running.model != declared.model:
@@ -181,7 +173,8 @@ def _drift(running: VllmCommand, declared: VllmCommand, redactor: Redactor) -> l
             if is_secret_name(key):
                 diffs.append(f"--{key} differs ({REDACTED})")
             else:
-                diffs.append(f"--{key} {redactor.text(_show_flag(a))} → {redactor.text(_show_flag(b))}")
+                before, after = vllm_args.format_flag_value(a), vllm_args.format_flag_value(b)
+                diffs.append(f"--{key} {redactor.text(before)} → {redactor.text(after)}")
     return diffs
 
 

@@ -229,7 +229,7 @@ def parse_environment_assignments(value: str, specifiers: Mapping[str, str]) -> 
     return env
 
 
-def _logical_lines(text: str) -> Iterable[tuple[str | None, str]]:
+def logical_lines(text: str) -> Iterable[tuple[str | None, str]]:
     """Yield (file header path or None, logical line) with continuations joined and comments dropped."""
     pending: list[str] | None = None
     for raw in text.splitlines():
@@ -287,7 +287,7 @@ def parse_unit_cat(
             spec.update({k.lstrip("%"): v for k, v in extra_specifiers.items()})
 
     refresh_spec()
-    for header, line in _logical_lines(text):
+    for header, line in logical_lines(text):
         if header is not None:
             paths.append(header)
             section = ""

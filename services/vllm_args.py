@@ -660,6 +660,17 @@ def secret_values(cmd: VllmCommand) -> list[str]:
     return list(dict.fromkeys(v for v in found if v))
 
 
+def format_flag_value(value: object, missing: str = "(not set)") -> str:
+    """A flag value for people: switches as true/false, lists space-separated, ``missing`` for None."""
+    if value is None:
+        return missing
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return " ".join(str(x) for x in value)
+    return str(value)
+
+
 @functools.lru_cache(maxsize=1024)
 def flag_group(name: str) -> str:
     """The display group of a flag; dotted names (``speculative-config.method``) go with their base flag."""

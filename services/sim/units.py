@@ -11,7 +11,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.unitfile import parse_env_file, parse_environment_assignments, split_command, unit_specifiers
+from services.unitfile import (
+    logical_lines,
+    parse_env_file,
+    parse_environment_assignments,
+    split_command,
+    unit_specifiers,
+)
 
 _PREFIX_CHARS = "-@:+!|"
 _DOLLAR = "\ue000"  # stands for "$" while splitting for display, so nothing is expanded
@@ -96,28 +102,6 @@ def _timespan(value: str) -> float:
     return total
 
 
-def _logical_lines(text: str) -> list[str]:
-    out: list[str] = []
-    pending: list[str] | None = None
-    for raw in text.splitlines():
-        s = raw.strip()
-        if s.startswith(("#", ";")):
-            continue
-        if pending is None and not s:
-            continue
-        if s.endswith("\\"):
-            pending = (pending or []) + [s[:-1] + " "]
-            continue
-        if pending is not None:
-            out.append("".join(pending) + s)
-            pending = None
-        else:
-            out.append(s)
-    if pending is not None:
-        out.append("".join(pending).strip())
-    return out
-
-
 def exec_line(value: str, spec: dict[str, str]) -> ExecLine:
     raw = value.strip()
     prefix = ""
@@ -151,7 +135,9 @@ def load_unit(name: str, fragment: Path, extra_specifiers: dict[str, str] | None
     unit = LoadedUnit(name=name, fragment=fragment, drop_ins=drop_ins, specifiers=spec)
     for path in unit.paths:
         section = ""
-        for line in _logical_lines(path.read_text()):
+        for header, line in logical_lines(path.read_text()):
+            if header is not None or not line:
+                continue  # a plain unit file has no `systemctl cat` headers; a comment that looks like one
             if line.startswith("[") and line.endswith("]"):
                 section = line[1:-1]
                 continue
