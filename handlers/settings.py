@@ -38,18 +38,30 @@ def service_sections(st: ServiceState, ctx: Context, focus: str | None = None) -
     if st.api_url:
         facts.append(("API", st.api_url))
     source = {"process": "the running process (/proc)", "unit": "the unit file (no running process read)",
+              "cgroup-process": f"PID {st.settings_pid}, a process of the unit (the main one is a wrapper)",
+              "vllm-log": "vLLM's start-up log (`non-default args`)", "api": "vLLM's API only (/v1/models)",
               "none": "nothing readable"}[st.settings_source]
     facts.append(("settings from", source))
+    if st.api_max_model_len is not None and st.settings_source in ("api", "vllm-log"):
+        facts.append(("max_model_len (/v1/models)", str(st.api_max_model_len)))
     if focus == "model":
         return [*out, Section(kind="fields", fields=facts[:2])]
     out.append(Section(kind="fields", fields=facts))
+    if st.settings_note:
+        out.append(Section(kind="context", text=st.settings_note))
     tp = throughput_line(st)
     if tp and focus is None:
         out.append(Section(kind="text", title="Throughput", text=tp))
     if focus in (None, "flags"):
         out += flag_rows(st)
-        if not st.flags and st.settings_source != "none":
+        if st.settings_tried:
+            out.append(Section(kind="text", title="Command line not readable — what was tried",
+                               text="\n".join(f"• {t}" for t in st.settings_tried)))
+        elif not st.flags and st.settings_source != "none":
             out.append(Section(kind="text", text="No flags besides the model."))
+        if st.redacted_flags:
+            out.append(Section(kind="context", text="redacted (secrets inside): "
+                               + ", ".join(f"--{k}" for k in st.redacted_flags)))
     if focus in (None, "env", "nccl"):
         env = env_section(st, "NCCL_" if focus == "nccl" else None)
         if env:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 import yaml
 
@@ -25,13 +25,14 @@ from services.models import (
     HttpProbe,
     LoadProgress,
     ServiceState,
+    SettingsSource,
     State,
     Throughput,
     UnitFile,
     UnitShow,
     VllmCommand,
 )
-from services.probe import NodeRaw, UnitRaw, environ_dict, split_nul
+from services.probe import NodeRaw, ProcRow, UnitRaw, environ_dict, split_nul
 from services.redact import REDACTED, Redactor, is_secret_name, redact_value
 
 # Variables that systemd, a login shell or a venv set by themselves: not part of the service's settings.
@@ -261,14 +262,11 @@ def assemble(
     running: VllmCommand | None = None
     process_env: dict[str, str] | None = None
     argv: list[str] = []
-    source: Literal["process", "unit", "none"] = "none"
-    if raw.cmdline is not None:
-        if raw.cmdline.data is not None:
-            argv = split_nul(raw.cmdline.data)
-            running = _parse_cmd(raw, argv, warnings)
-            source = "process"
-        else:
-            warnings.append(f"could not read /proc/{show.main_pid}/cmdline — settings are from the unit file")
+    source: SettingsSource = "none"
+    main_cmd: VllmCommand | None = None
+    if raw.cmdline is not None and raw.cmdline.data is not None:
+        argv = split_nul(raw.cmdline.data)
+        main_cmd = _parse_cmd(raw, argv, warnings)
     if raw.environ is not None:
         if raw.environ.data is not None:
             process_env = environ_dict(raw.environ.data)
@@ -277,11 +275,48 @@ def assemble(
                 f"no permission to read /proc/{show.main_pid}/environ (sudo -n refused) — the environment is "
                 "shown as the unit file declares it; see the README for the sudoers line that allows it"
             )
-    cmd = running or declared
-    if cmd is None:
-        source = "none"
-    elif running is None:
-        source = "unit"
+    pick = _pick_server(raw, show.main_pid, main_cmd, warnings)
+    settings_pid: int | None = None
+    settings_note: str | None = None
+    env_from_child = False
+    if pick is not None:
+        running, settings_pid, settings_note = pick.cmd, pick.pid, pick.note
+        source = "process" if pick.pid == show.main_pid else "cgroup-process"
+        if pick.pid != show.main_pid:
+            argv = pick.argv
+            env_file = raw.child_environ
+            if env_file is not None and env_file.path == f"/proc/{pick.pid}/environ":
+                if env_file.data is not None:
+                    process_env = environ_dict(env_file.data)
+                    env_from_child = True
+                else:
+                    warnings.append(f"could not read /proc/{pick.pid}/environ (the vLLM process): the environment "
+                                    "is shown from the main process and the unit")
+    log_args = vllm_log.parse_non_default_args(raw.vargs) if raw.vargs else None
+    log_cmd = _log_command(log_args) if log_args else None
+    api = _api_facts(raw)
+    if running is None and log_cmd is not None and show.main_pid:
+        running, source = log_cmd, "vllm-log"
+    cmd: VllmCommand | None = running
+    if running is None:
+        if declared is not None and declared.wrapper != "unknown":
+            cmd, source = declared, "unit"
+        elif show.main_pid:
+            source = "api" if api.answered else "none"
+        elif declared is not None:
+            cmd, source = declared, "unit"
+    if source == "unit" and raw.cmdline is not None and raw.cmdline.data is None:
+        warnings.append(f"could not read /proc/{show.main_pid}/cmdline — settings are from the unit file")
+    tried: list[str] = []
+    if source in ("vllm-log", "api") or (source == "none" and show.main_pid):
+        tried = _what_was_tried(raw, show.main_pid, main_cmd, api)
+        settings_note = _fallback_note(source)
+    if log_cmd is not None:
+        redactor.add(*vllm_args.secret_values(log_cmd))
+        if running is not None and source != "vllm-log":
+            warnings += _cross_check_log(running, log_cmd, settings_pid or show.main_pid)
+    if running is not None:
+        warnings += _cross_check_api(running, api)
 
     # Every secret we can see is remembered, so it is also redacted where it appears in free text.
     secret_vals: list[str] = []
@@ -308,15 +343,19 @@ def assemble(
         for name, value in process_env.items():
             if name not in env_values and name not in AMBIENT_ENV and name.startswith(RELEVANT_PREFIXES):
                 env_values[name] = value
+        launcher = " ".join((main_cmd.launcher[:3] if main_cmd else []) or argv[:1])
         for name, value in unit_env.items():
             if name in process_env and process_env[name] != value:
                 shown = REDACTED if is_secret_name(name) else redactor.text(f"{process_env[name]} → {value}")
-                warnings.append(
-                    f"{name} differs between the running process and the unit ({shown}): "
-                    "the unit was edited but the service not restarted"
-                )
+                why = (f"the main process ({launcher}) changed it" if env_from_child
+                       else "the unit was edited but the service not restarted")
+                warnings.append(f"{name} differs between the running process and the unit ({shown}): {why}")
             elif name not in process_env:
-                warnings.append(f"{name} is set in the unit but not in the running process: restart to apply")
+                if env_from_child:
+                    warnings.append(f"{name} is set in the unit but the vLLM process (PID {settings_pid}) does not "
+                                    f"have it: the wrapper the unit starts ({launcher}) did not pass it on")
+                else:
+                    warnings.append(f"{name} is set in the unit but not in the running process: restart to apply")
     env_out = {k: redactor.text(redact_value(k, v)) for k, v in env_values.items()}
 
     if show.need_daemon_reload:
@@ -352,6 +391,7 @@ def assemble(
         warnings.append(facts.gpu_error)
 
     active = f"{show.active_state} ({show.sub_state})" if show.active_state else ""
+    shown_flags, redacted_flags = _shown_flags(cmd.flags, _redact_flags(cmd.flags, redactor)) if cmd else ({}, [])
     st = ServiceState(
         service=service_name,
         node=node_name,
@@ -362,14 +402,20 @@ def assemble(
         active=active,
         main_pid=show.main_pid,
         restarts=show.n_restarts,
-        model=redactor.text(cmd.model) if cmd and cmd.model else None,
-        flags=_redact_flags(cmd.flags, redactor) if cmd else {},
+        model=redactor.text(cmd.model) if cmd and cmd.model else (redactor.text(api.root) if api.root else None),
+        flags=shown_flags,
+        redacted_flags=redacted_flags,
         env=env_out,
         version=version,
         gpus=gpus,
         warnings=[redactor.text(w) for w in dict.fromkeys(warnings)],
         settings_source=source,
-        wrapper=cmd.wrapper if cmd else None,
+        settings_pid=settings_pid if source in ("process", "cgroup-process") else None,
+        settings_note=redactor.text(settings_note) if settings_note else None,
+        settings_tried=[redactor.text(t) for t in tried],
+        api_model=redactor.text(api.root) if api.root else None,
+        api_max_model_len=api.max_model_len,
+        wrapper=cmd.wrapper if cmd and source != "vllm-log" else None,
         api_url=raw.url,
         command=[redactor.text(a) for a in _redact_argv(argv or declared_argv)],
         invocation_id=show.invocation_id,
@@ -392,7 +438,7 @@ def assemble(
         st.warnings.append(
             f"possibly hung: {t.running} request(s) running but no tokens generated during the sample window"
         )
-    if raw.models is not None:
+    if raw.models is not None and (raw.models_keyed or raw.models.status == 200):
         st.served_models, st.models_error = _served_models(raw.models)
         if st.models_error:
             st.warnings.append(st.models_error)
@@ -407,6 +453,278 @@ def assemble(
     elif raw.bench_dir is not None:
         st.bench = BenchSummary()
     return st
+
+
+
+@dataclass
+class _Pick:
+    """The process the settings are read from, its parsed command line and why it was chosen."""
+
+    pid: int
+    argv: list[str]
+    cmd: VllmCommand
+    note: str | None
+
+
+def _short(argv: list[str], limit: int = 90) -> str:
+    text = " ".join(_redact_argv(argv))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_ENTRY_RANK = {"vllm": 2, "module": 2, "serve-subcommand": 1}
+
+
+def _depth(pid: int, main_pid: int, parents: dict[int, int]) -> int:
+    d, seen = 0, set()
+    while pid != main_pid and pid in parents and pid not in seen:
+        seen.add(pid)
+        pid, d = parents[pid], d + 1
+    return d
+
+
+def _pick_server(raw: UnitRaw, main_pid: int, main_cmd: VllmCommand | None, warnings: list[str]) -> _Pick | None:
+    """The vLLM API server among the unit's processes.
+
+    The main process wins when it is vLLM itself (``vllm serve``, the api_server module, the docker CLI
+    whose container the unit runs). Otherwise (a wrapper that forks: sudo, uv run, conda run, a shell or a
+    Python launcher that does not exec; a launcher that hides the arguments) every other process of the
+    unit is read with vLLM's grammar, and the best one wins: no wrapper in front, vLLM's own entry point
+    over a ``serve`` subcommand, the parent over its children (vLLM renames its engine and workers
+    ``VLLM::…``, and multiprocessing children carry no server arguments).
+    """
+    main_argv = split_nul(raw.cmdline.data) if raw.cmdline is not None and raw.cmdline.data is not None else []
+    if main_cmd is not None and main_cmd.wrapper != "unknown" and (
+        main_cmd.wrapper == "docker" or (main_cmd.wrapper != "bash" and not vllm_args.is_wrapped(main_cmd))
+    ):
+        return _Pick(main_pid, main_argv, main_cmd, None)
+    parents = {p.pid: p.ppid for p in raw.procs}
+    best: tuple[tuple[int, int, int, int], ProcRow, VllmCommand, list[str]] | None = None
+    for p in raw.procs:
+        if p.pid == main_pid or not p.argv or p.argv[0].startswith("VLLM::") or p.comm.startswith("VLLM::"):
+            continue
+        scratch: list[str] = []
+        c = _parse_cmd(raw, p.argv, scratch)
+        if c.wrapper == "unknown":
+            continue
+        rank = (0 if c.launcher else 1, _ENTRY_RANK.get(c.entry or "", 0), -_depth(p.pid, main_pid, parents), -p.pid)
+        if best is None or rank > best[0]:
+            best = (rank, p, c, scratch)
+    if best is not None:
+        _rank, p, c, scratch = best
+        warnings += scratch
+        where = ("a child of the main process" if raw.procs_src == "ppid"
+                 else "a process in the unit's cgroup")
+        if main_cmd is None or main_cmd.wrapper == "unknown":
+            why = "does not run vLLM itself"
+        elif main_cmd.wrapper == "bash":
+            why = "is a shell that starts it without exec"
+        else:
+            why = f"is a wrapper ({_short(main_cmd.launcher, 40)})"
+        return _Pick(p.pid, p.argv or [], c, f"settings from PID {p.pid} ({_short(p.argv or [])}), {where}: "
+                     f"the main process (PID {main_pid}, {_short(main_argv, 50)}) {why}")
+    if main_cmd is not None and main_cmd.wrapper != "unknown":
+        note: str | None = None
+        if main_cmd.launcher:
+            note = (f"settings from the main process (PID {main_pid}), read after its wrapper "
+                    f"({_short(main_cmd.launcher, 40)})")
+        return _Pick(main_pid, main_argv, main_cmd, note)
+    return None
+
+
+@dataclass
+class _Api:
+    """What vLLM's own API says about the settings."""
+
+    answered: bool = False
+    root: str | None = None
+    ids: tuple[str, ...] = ()
+    max_model_len: int | None = None
+    models_status: int | None = None
+
+
+def _api_facts(raw: UnitRaw) -> _Api:
+    api = _Api()
+    for probe in (raw.health, raw.version, raw.models):
+        if probe is not None and probe.status is not None:
+            api.answered = True
+    m = raw.models
+    api.models_status = m.status if m is not None else None
+    if m is None or m.status != 200:
+        return api
+    try:
+        cards = json.loads(m.body).get("data") or []
+    except (ValueError, AttributeError):
+        return api
+    base = [c for c in cards if isinstance(c, dict) and not c.get("parent")]
+    if not base:
+        return api
+    first = base[0]
+    api.root = str(first.get("root") or first.get("id") or "") or None
+    api.ids = tuple(str(c.get("id")) for c in base if c.get("id"))
+    mml = first.get("max_model_len")
+    api.max_model_len = mml if isinstance(mml, int) and not isinstance(mml, bool) else None
+    return api
+
+
+_LOG_SKIP = frozenset({"model", "model_tag", "config", "subparser", "dispatch_function"})
+
+
+def _py_flag(value: object) -> FlagValue:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [json.dumps(v) if isinstance(v, dict | list) else str(v) for v in value]
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def _log_command(args: dict[str, object]) -> VllmCommand:
+    """vLLM's ``non-default args`` as a command: argparse dests back to long flag names."""
+    model = args.get("model") or args.get("model_tag")
+    flags: dict[str, FlagValue] = {}
+    for key, value in args.items():
+        if key in _LOG_SKIP or value is None:
+            continue
+        flags[key.replace("_", "-")] = _py_flag(value)
+    return VllmCommand(wrapper="unknown", model=str(model) if model else None, flags=flags)
+
+
+_HUMAN_INT = {"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4, "K": 1024, "M": 1024**2, "G": 1024**3,
+              "T": 1024**4}  # fmt: skip
+
+
+def _comparable(value: FlagValue) -> object:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    text = value.strip()
+    if text[-1:] in _HUMAN_INT and text[:-1].replace(".", "", 1).isdigit():
+        return float(text[:-1]) * _HUMAN_INT[text[-1]]
+    try:
+        parsed: object = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(parsed, int | float) and not isinstance(parsed, bool):
+        return float(parsed)
+    return parsed
+
+
+def _cross_check_log(running: VllmCommand, logged: VllmCommand, pid: int) -> list[str]:
+    """Where vLLM's own start-up log disagrees with the command line read from the process."""
+    diffs: list[str] = []
+    if running.model and logged.model and running.model != logged.model:
+        diffs.append(f"model {running.model} (command line) vs {logged.model} (log)")
+    for key, lv in logged.flags.items():
+        rv = running.flags.get(key)
+        if rv is None or "." in key or _comparable(rv) == _comparable(lv):
+            continue
+        if is_secret_name(key):
+            diffs.append(f"--{key} differs ({REDACTED})")
+        else:
+            fmt = vllm_args.format_flag_value
+            diffs.append(f"--{key} {fmt(rv)} (command line) vs {fmt(lv)} (log)")
+    if not diffs:
+        return []
+    return [f"vLLM's start-up log (`non-default args`) disagrees with the command line of PID {pid}: "
+            + "; ".join(diffs)]
+
+
+def _cross_check_api(running: VllmCommand, api: _Api) -> list[str]:
+    """Where ``/v1/models`` disagrees with the command line (a resolved value, e.g. an auto-fit length)."""
+    out: list[str] = []
+    if api.root and running.model and running.model != api.root and running.model not in api.ids:
+        out.append(f"/v1/models says the server loaded {api.root}, but the settings name {running.model}")
+    flag = running.flags.get("max-model-len")
+    if api.max_model_len is not None and isinstance(flag, str):
+        asked = _comparable(flag)
+        if isinstance(asked, float) and asked > 0 and int(asked) != api.max_model_len:
+            out.append(f"/v1/models reports max_model_len {api.max_model_len}, but the settings say "
+                       f"--max-model-len {flag}: vLLM resolved another value than the one passed")
+    return out
+
+
+def _what_was_tried(raw: UnitRaw, main_pid: int, main_cmd: VllmCommand | None, api: _Api) -> list[str]:
+    """Each place a command line or setting was looked for, and what it gave."""
+    out: list[str] = []
+    if raw.cmdline is None:
+        out.append(f"/proc/{main_pid}/cmdline (main process): not read")
+    elif raw.cmdline.data is None:
+        out.append(f"/proc/{main_pid}/cmdline (main process): not readable, and sudo -n refused")
+    else:
+        argv = split_nul(raw.cmdline.data)
+        out.append(f"/proc/{main_pid}/cmdline (main process): `{_short(argv, 70)}` is no vLLM server command line")
+    others = [p for p in raw.procs if p.pid != main_pid]
+    if raw.procs_src is None:
+        out.append("the unit's other processes: not listed")
+    else:
+        where = ("under the main process (no cgroup.procs file was readable)" if raw.procs_src == "ppid"
+                 else f"in {raw.procs_src}")
+        names = ", ".join(f"{p.pid} ({p.comm})" for p in others[:8]) + (" …" if len(others) > 8 else "")
+        out.append(f"{len(others)} other process(es) {where}" + (f": {names}" if others else "")
+                   + ": none is a vLLM API server command line")
+    if raw.vargs:
+        out.append("vLLM's start-up line `non-default args`: read")
+    elif raw.journal_src is None:
+        out.append("the journal: not read")
+    elif not raw.journal:
+        out.append(f"the journal ({raw.journal_src}): empty or not readable "
+                   "(not in the systemd-journal group, sudo -n refused)")
+    else:
+        out.append(f"the journal ({raw.journal_src}): no `non-default args` line in this start")
+    if raw.url is None:
+        out.append("vLLM's API: no URL known")
+    else:
+        v = raw.version
+        out.append(f"{raw.url}/version: " + (v.body.strip()[:60] if v is not None and v.status == 200
+                                             else "no answer" if v is None else f"{v.error or v.status}"))
+        if api.models_status == 200:
+            out.append(f"{raw.url}/v1/models: {api.root}, max_model_len {api.max_model_len}")
+        elif api.models_status == 401:
+            out.append(f"{raw.url}/v1/models: 401 (it needs an API key the bot does not hold: set api_key_env)")
+        elif raw.models is not None:
+            out.append(f"{raw.url}/v1/models: {raw.models.error or raw.models.status}")
+        else:
+            out.append(f"{raw.url}/v1/models: not asked (/health did not answer)")
+    return out
+
+
+def _fallback_note(source: SettingsSource) -> str:
+    if source == "vllm-log":
+        return ("settings from vLLM's own start-up log line `non-default args` (values as vLLM resolved them, "
+                "not as passed): no process of the unit has a readable vLLM command line")
+    if source == "api":
+        return ("only vLLM's API could be read: the model and max_model_len are from /v1/models; no command "
+                "line or start-up log was readable")
+    return "no settings could be read from the running service"
+
+
+def _shown_flags(
+    original: dict[str, FlagValue], redacted: dict[str, FlagValue]
+) -> tuple[dict[str, FlagValue], list[str]]:
+    """The flags to show: each value exactly as passed unless redaction changed what it says.
+
+    A JSON value whose redacted form parses to the same object as the original lost no secret: the
+    original text is kept (key order, spacing), so the answer shows the value as the process received it.
+    """
+    shown: dict[str, FlagValue] = {}
+    changed: list[str] = []
+    for key, before in original.items():
+        after = redacted.get(key, before)
+        if isinstance(before, str) and isinstance(after, str) and after != before and _same_json(before, after):
+            after = before
+        shown[key] = after
+        if after != before:
+            changed.append(key)
+    return shown, changed
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False
 
 
 def _served_models(probe: HttpProbe) -> tuple[list[str] | None, str | None]:

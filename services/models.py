@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 State = Literal["stopped", "starting", "loading", "ready", "unhealthy", "failed", "unreachable"]
 Phase = Literal["waiting_for_gpu", "loading_weights", "kv_cache", "compiling", "starting_api", "ready"]
 FlagValue = str | bool | list[str]
+# Where a running service's settings were read: its main process, another process of its cgroup (the main
+# one is a wrapper), vLLM's own start-up log, only its API, the unit file, or nowhere.
+SettingsSource = Literal["process", "cgroup-process", "vllm-log", "api", "unit", "none"]
 NodeErrorKind = Literal[
     "refused", "timeout", "host_key", "auth", "dns", "unit_not_found", "permission", "protocol", "other"
 ]
@@ -93,6 +96,9 @@ class VllmCommand(Model):
     docker_env_files: list[str] = Field(default_factory=list)
     unknown_flags: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)  # parse caveats worth telling the user
+    launcher: list[str] = Field(default_factory=list)  # wrapper words before the vLLM program (sudo -u x, …)
+    # How the vLLM part was recognised: its own entry points, or a `serve` subcommand with vLLM-only flags.
+    entry: Literal["vllm", "module", "serve-subcommand"] | None = None
 
 
 class GpuProcessBrief(Model):
@@ -226,7 +232,13 @@ class ServiceState(Model):
     version: str | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
-    settings_source: Literal["process", "unit", "none"] = "none"
+    settings_source: SettingsSource = "none"
+    settings_pid: int | None = None  # the process the settings were read from (process / cgroup-process)
+    settings_note: str | None = None  # why that source, in one line ("settings from PID 4242 (…), …")
+    settings_tried: list[str] = Field(default_factory=list)  # every place looked at, when the command line was not
+    redacted_flags: list[str] = Field(default_factory=list)  # flags whose value redaction changed
+    api_model: str | None = None  # the model /v1/models says is loaded (its root)
+    api_max_model_len: int | None = None  # max_model_len as /v1/models reports it (resolved by vLLM)
     wrapper: str | None = None
     api_url: str | None = None
     command: list[str] = Field(default_factory=list)  # the running argv, redacted

@@ -22,8 +22,12 @@ MARK = "@@inferbot@@"
 SHOW_PROPERTIES = (
     "Id,Description,LoadState,ActiveState,SubState,Result,MainPID,ExecMainStartTimestamp,"
     "ActiveEnterTimestamp,StateChangeTimestamp,InactiveEnterTimestamp,NRestarts,NeedDaemonReload,"
-    "FragmentPath,DropInPaths,Environment,EnvironmentFiles,ExecStart,ExecMainStatus,InvocationID"
+    "FragmentPath,DropInPaths,Environment,EnvironmentFiles,ExecStart,ExecMainStatus,InvocationID,ControlGroup"
 )
+# The unit's other processes (a wrapper's child may be the vLLM server): at most this many, and this many
+# bytes of each one's argv.
+MAX_PROCS = 64
+MAX_ARGV_BYTES = 16384
 # The journal lines the parsers read (services/vllm_log.py): phase markers, shard progress, the stats
 # line, the version banner and failure markers. The node scans the current start's journal and sends
 # only these, so a busy server's access-log lines neither cost transfer and parsing nor push the phase
@@ -37,6 +41,7 @@ JOURNAL_FILTER = "|".join((
     "out of memory", "Timed out", "Main process exited", "unrecognized arguments", "Failed", "failed",
 ))
 JOURNAL_SCAN = 3000  # lines of the current start looked at on the node
+ARGS_SCAN = 400  # first lines of a start searched for vLLM's "non-default args" line
 BENCH_KEYS = (
     "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
     "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
@@ -97,6 +102,52 @@ thin() {
                else if (index(x, "throughput: ")) { if (++s > ns - 3) print x }
                else print x } }'
 }
+# "pid ppid comm" from /proc/PID/stat lines (comm may hold spaces and parens: cut at the last ") ").
+statrows() {
+  awk '{ i = index($0, " ("); k = 0
+         while ((t = index(substr($0, k + 1), ") ")) > 0) k += t
+         if (i < 2 || k <= i) next
+         comm = substr($0, i + 2, k - i - 2); gsub(/[^A-Za-z0-9_.:@+-]/, "_", comm)
+         split(substr($0, k + 2), f, " "); print substr($0, 1, i - 1), f[2], comm }'
+}
+# The unit's processes: its cgroup (v2; v1's systemd hierarchy; hybrid's unified one), else the main
+# process's descendants from every /proc/PID/stat. Then their argv in one read: head's "==> FILE <=="
+# headers delimit them (/dev/null first, so there is a header even for one file), base64 on the wire.
+procs() {
+  p=$1; cg=$2; src=''; l=''
+  case $cg in /*..*|'') cg='';; /*) ;; *) cg='';; esac
+  if [ -n "$cg" ]; then
+    for f in "/sys/fs/cgroup$cg/cgroup.procs" "/sys/fs/cgroup/systemd$cg/cgroup.procs" \
+             "/sys/fs/cgroup/unified$cg/cgroup.procs"; do
+      [ -r "$f" ] || continue
+      l=$(sort -n -- "$f" 2>/dev/null | head -n "$PN")
+      if [ -n "$l" ]; then src=$f; break; fi
+    done
+  fi
+  if [ -n "$src" ]; then
+    set --; for q in $l; do case $q in *[!0-9]*) ;; *) set -- "$@" "/proc/$q/stat";; esac; done
+    rows=$(cat -- "$@" 2>/dev/null | statrows)
+  else
+    src=ppid
+    rows=$(cat /proc/[0-9]*/stat 2>/dev/null | statrows | awk -v root="$p" -v max="$PN" '
+      { line[$1] = $0; kids[$2] = kids[$2] " " $1 }
+      END { q[1] = root; h = 1; t = 1; c = 0
+            while (h <= t && c < max) { x = q[h++]; if (x in line) { print line[x]; c++ }
+              k = split(kids[x], ch, " "); for (i = 1; i <= k; i++) q[++t] = ch[i] } }')
+  fi
+  echo "$M procs src=$src"; printf '%s\n' "$rows"
+  set --
+  for q in $(printf '%s\n' "$rows" | awk '{print $1}'); do [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done
+  [ $# -gt 0 ] || return 0
+  echo "$M argvs"; head -c "$CB" -- /dev/null "$@" 2>/dev/null | b64
+  # The environment of the first other process that looks like a server (a wrapper that forks, such as
+  # sudo, may have handed its child a different one).
+  c=$(head -c "$CB" -- /dev/null "$@" 2>/dev/null | tr '\0' ' ' | awk '
+    /^==> \/proc\/[0-9]+\/cmdline <==$/ { split($2, a, "/"); cur = a[3]; next }
+    cur != "" && !/^VLLM::/ && (/ serve / || /vllm\.entrypoints/) { print cur; exit }')
+  [ -n "$c" ] && rdsec "/proc/$c/environ" cenviron
+  return 0
+}
 argpaths() { awk 'p=="--config"||p=="--env-file"{print} /^--env-file=/{sub(/^--env-file=/,"");print} {p=$0}'; }
 derive_url() {
   tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk '
@@ -122,6 +173,7 @@ pu() {
   if [ -n "$pid" ] && [ "$pid" != 0 ]; then
     rdsec "/proc/$pid/cmdline" cmdline
     rdsec "/proc/$pid/environ" environ
+    procs "$pid" "$(printf '%s\n' "$sh_" | sed -n 's/^ControlGroup=//p')"
     if [ -z "$url" ]; then url=$(derive_url "$pid"); fi
   fi
   if [ -n "$url" ]; then
@@ -134,7 +186,10 @@ pu() {
         # printf is a shell builtin and curl reads the header from stdin: the key is in no argv.
         m=$(printf 'Authorization: Bearer %s\n' "$ak" | curl -s --connect-timeout "$HT" --max-time "$HT" \
             -H @- -w '\n%{http_code}' "$url/v1/models" 2>/dev/null); r=$?
-        echo "$M models rc=$r"; printf '%s' "$m" | b64
+        echo "$M models rc=$r key=1"; printf '%s' "$m" | b64
+      else
+        # Asked without a key too: the model vLLM loaded and its max_model_len are a second source.
+        m=$(get "$url/v1/models"); r=$?; echo "$M models rc=$r key=0"; printf '%s' "$m" | b64
       fi
       n=0; while [ "$n" -lt "$MS" ]; do
         [ "$n" -gt 0 ] && sleep "$MI"
@@ -148,6 +203,17 @@ pu() {
     elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JS"; src=invocation
     else jp -u "$u" -n "$JS"; src=unit; fi
     echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | thin | tail -n "$JL" | b64
+    # vLLM's own list of the arguments it got (second source, cross-check). It comes right after the
+    # banner: when the scanned tail of a long-running start lacks it, read the start's first lines.
+    a=$(printf '%s\n' "$j" | grep -a -e 'non-default args: ' | tail -n 1)
+    if [ -z "$a" ] && [ -z "$lf" ] && [ -n "$inv" ]; then
+      a=$(jn "_SYSTEMD_INVOCATION_ID=$inv" | head -n "$AS" | grep -a -e 'non-default args: ' | tail -n 1)
+      if [ -z "$a" ] && [ -n "$S" ]; then
+        a=$($S journalctl "_SYSTEMD_INVOCATION_ID=$inv" -o cat -a --no-pager 2>/dev/null | head -n "$AS" |
+            grep -a -e 'non-default args: ' | tail -n 1)
+      fi
+    fi
+    echo "$M vargs"; printf '%s' "$a" | b64
   fi
   if [ "$LL" -gt 0 ]; then
     if [ -n "$lf" ]; then j=$(tail -n "$LL" -- "$lf" 2>/dev/null || $S tail -n "$LL" -- "$lf" 2>/dev/null)
@@ -199,6 +265,7 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
         f"PROPS={_q(SHOW_PROPERTIES)}; BK={_q(BENCH_KEYS)}",
         f"HT={options.http_timeout_s:g}; MS={options.metrics_samples}; MI={options.metrics_interval_s:g}",
         f"JL={options.journal_lines}; LL={options.log_lines}; JS={max(JOURNAL_SCAN, options.journal_lines)}",
+        f"PN={MAX_PROCS}; CB={MAX_ARGV_BYTES}; AS={ARGS_SCAN}",
         f"JF={_q(JOURNAL_FILTER)}",
         "main() {",
         'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
@@ -267,6 +334,15 @@ class MetricsScrape(Model):
     probe: HttpProbe
 
 
+class ProcRow(Model):
+    """One process of a unit (from ``/proc/PID/stat``) and its argv when it could be read."""
+
+    pid: int
+    ppid: int
+    comm: str = ""
+    argv: list[str] | None = None
+
+
 class UnitRaw(Model):
     """What the probe printed about one unit, decoded but not yet interpreted."""
 
@@ -283,6 +359,11 @@ class UnitRaw(Model):
     version: HttpProbe | None = None
     metrics: list[MetricsScrape] = Field(default_factory=list)
     models: HttpProbe | None = None
+    models_keyed: bool = False  # /v1/models was asked with the bot's API key
+    procs: list[ProcRow] = Field(default_factory=list)  # the unit's processes, main process included
+    procs_src: str | None = None  # the cgroup.procs file read, "ppid" (descendants of MainPID), None: not asked
+    child_environ: ReadFile | None = None  # environ of the first other process that looked like a server
+    vargs: str | None = None  # vLLM's "non-default args: {…}" start-up line (holds secrets: redact)
     journal: str | None = None
     journal_src: str | None = None
     logs: str | None = None
@@ -362,21 +443,35 @@ def parse_output(stdout: str) -> NodeRaw:
                 unit.show_rc, unit.show = _int(kv.get("rc")), text
             elif name == "cat":
                 unit.cat_rc, unit.cat = _int(kv.get("rc")), _b64(text).decode("utf-8", "replace")
-            elif name in ("cmdline", "environ", "file"):
+            elif name in ("cmdline", "environ", "file", "cenviron"):
                 rc = _int(kv.get("rc"), 1)
                 rf = ReadFile(path=kv.get("path", ""), rc=rc, data=_b64(text) if rc == 0 else None)
                 if name == "file":
                     unit.files[rf.path] = rf
                 elif name == "cmdline":
                     unit.cmdline = rf
+                elif name == "cenviron":
+                    unit.child_environ = rf
                 else:
                     unit.environ = rf
+            elif name == "procs":
+                unit.procs_src = kv.get("src") or None
+                for row in body:
+                    parts = row.split(" ", 2)
+                    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                        unit.procs.append(ProcRow(pid=int(parts[0]), ppid=int(parts[1]),
+                                                  comm=parts[2] if len(parts) > 2 else ""))
+            elif name == "argvs":
+                _attach_argvs(unit, _b64(text))
+            elif name == "vargs":
+                unit.vargs = _b64(text).decode("utf-8", "replace") or None
             elif name == "version":
                 decoded = _b64(text).decode("utf-8", "replace")
                 unit.version = _http(f"{unit.url}/version", _int(kv.get("rc")), decoded)
             elif name == "models":
                 decoded = _b64(text).decode("utf-8", "replace")
                 unit.models = _http(f"{unit.url}/v1/models", _int(kv.get("rc")), decoded)
+                unit.models_keyed = kv.get("key", "1") == "1"
             elif name == "metrics":
                 probe = _http(f"{unit.url}/metrics", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
                 unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))
@@ -421,13 +516,37 @@ def parse_output(stdout: str) -> NodeRaw:
             node.complete = True
         else:
             kv = _kv(rest)
-            if head in ("file", "cmdline", "environ", "benchfile"):
+            if head in ("file", "cmdline", "environ", "benchfile", "cenviron"):
                 # Paths may contain spaces: everything after "path=" is the path.
                 _, _, path = rest.partition("path=")
                 kv["path"] = path
             section = (head, kv)
     flush()
     return node
+
+
+_ARGV_HEADER = re.compile(rb"(?:^|\n)==> /proc/(\d+)/cmdline <==\n")
+
+
+def _attach_argvs(unit: UnitRaw, data: bytes) -> None:
+    """Split ``head``'s output (``==> /proc/PID/cmdline <==`` before each file) onto ``unit.procs``.
+
+    Headers are taken in the order of the processes asked for, so an argv that happens to contain a
+    header line can at worst cut its own text short, never be read as another PID's.
+    """
+    by_pid = {p.pid: p for p in unit.procs}
+    marks = [(m.start(), m.end(), int(m.group(1))) for m in _ARGV_HEADER.finditer(data)]
+    order = [p.pid for p in unit.procs]
+    pos = {pid: i for i, pid in enumerate(order)}
+    picked: list[tuple[int, int, int]] = []
+    last = -1
+    for start, end, pid in marks:
+        if pid in pos and pos[pid] > last:
+            picked.append((start, end, pid))
+            last = pos[pid]
+    for i, (_start, end, pid) in enumerate(picked):
+        stop = picked[i + 1][0] if i + 1 < len(picked) else len(data)
+        by_pid[pid].argv = split_nul(data[end:stop])
 
 
 def split_nul(data: bytes) -> list[str]:

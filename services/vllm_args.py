@@ -20,6 +20,7 @@ from services.models import FlagValue, VllmCommand
 from services.redact import is_secret_name
 
 Mode = Literal["serve", "module"]
+Entry = Literal["vllm", "module", "serve-subcommand"]
 
 SHORT_ALIASES: dict[str, str] = {
     "tp": "tensor-parallel-size",
@@ -200,6 +201,9 @@ class _State:
     docker_env: dict[str, str] = field(default_factory=dict)
     docker_env_files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    launcher: list[str] = field(default_factory=list)  # wrapper words in front of the vLLM program
+    entry: Entry | None = None
+    pending_script: str | None = None  # `su -c SCRIPT`, `runuser -c SCRIPT`
 
 
 def _base(path: str) -> str:
@@ -220,8 +224,124 @@ def _normalise_long(name: str) -> str:
     return base.replace("_", "-") + dot + rest
 
 
-def _skip_launchers(argv: list[str]) -> list[str]:
-    """Drop ``exec``, ``env [-i] [-u N] NAME=V …`` and shell ``NAME=V`` prefixes in front of a command."""
+@dataclass(frozen=True)
+class _Wrapper:
+    """A program that runs another one: its options that take a value, and words before the command."""
+
+    value_opts: frozenset[str] = frozenset()
+    positionals: int = 0  # words after the options and before the command (chrt's priority, taskset's mask)
+    subcommand: str | None = None  # `uv run`, `conda run`
+    script_opts: frozenset[str] = frozenset()  # options whose value is a shell script (`su -c`)
+    user_positional: bool = False  # `su USER`, `runuser USER` (unless -u is given)
+
+
+def _opts(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+_RUN_VALUE_OPTS = _opts(
+    "--python", "-p", "--project", "--directory", "--with", "--with-editable", "--with-requirements",
+    "--env-file", "--extra", "--group", "--only-group", "--package", "--index", "--index-url",
+    "--extra-index-url", "--find-links", "-f", "--from", "--cache-dir", "--config-file", "-w", "--color",
+    "--python-preference", "--index-strategy", "--keyring-provider", "--resolution", "--prerelease",
+    "--exclude-newer", "--link-mode", "--config-setting", "-C", "-n", "--name", "--prefix", "--cwd",
+    "-e", "--environment", "--manifest-path",
+)
+# Programs that run a command given after their own options. Each either execs it (numactl, taskset,
+# nice, chrt, setpriv, env: the process's argv is then the server's) or stays as its parent (sudo, uv
+# run, conda run: the server is a child in the same cgroup). Either way the unit's ExecStart= shows them.
+_WRAPPERS: dict[str, _Wrapper] = {
+    "sudo": _Wrapper(_opts("-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group",
+                           "--close-from", "--chdir", "--host", "--prompt", "--role", "--type",
+                           "--command-timeout", "--other-user")),
+    "runuser": _Wrapper(_opts("-u", "-g", "-G", "-s", "-w", "--user", "--group", "--supp-group", "--shell",
+                              "--whitelist-environment"), script_opts=_opts("-c", "--command",
+                              "--session-command"), user_positional=True),
+    "su": _Wrapper(_opts("-g", "-G", "-s", "-w", "--group", "--supp-group", "--shell", "--whitelist-environment"),
+                   script_opts=_opts("-c", "--command", "--session-command"), user_positional=True),
+    "setpriv": _Wrapper(_opts("--reuid", "--regid", "--ruid", "--rgid", "--euid", "--egid", "--groups",
+                              "--inh-caps", "--ambient-caps", "--bounding-set", "--securebits", "--pdeathsig",
+                              "--selinux-label", "--apparmor-profile", "--landlock-access", "--landlock-rule",
+                              "--seccomp-filter")),
+    "nice": _Wrapper(_opts("-n", "--adjustment")),
+    "ionice": _Wrapper(_opts("-c", "-n", "--class", "--classdata")),
+    "chrt": _Wrapper(_opts("-T", "-P", "-D", "--sched-runtime", "--sched-period", "--sched-deadline"),
+                     positionals=1),
+    "numactl": _Wrapper(_opts("-N", "-m", "-i", "-C", "-p", "-P", "-w", "--cpunodebind", "--membind",
+                              "--interleave", "--physcpubind", "--preferred", "--preferred-many",
+                              "--weighted-interleave", "--cpubind")),
+    "taskset": _Wrapper(positionals=1),
+    "stdbuf": _Wrapper(_opts("-i", "-o", "-e", "--input", "--output", "--error")),
+    "timeout": _Wrapper(_opts("-k", "-s", "--kill-after", "--signal"), positionals=1),
+    "prlimit": _Wrapper(),
+    "nohup": _Wrapper(),
+    "setsid": _Wrapper(),
+    "tini": _Wrapper(_opts("-p", "-e")),
+    "dumb-init": _Wrapper(_opts("-r", "--rewrite")),
+    "uv": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "uvx": _Wrapper(_RUN_VALUE_OPTS),
+    "conda": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "mamba": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "micromamba": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "poetry": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "pipenv": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "pdm": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "pixi": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+    "hatch": _Wrapper(_RUN_VALUE_OPTS, subcommand="run"),
+}  # fmt: skip
+
+
+def _skip_wrapper(argv: list[str], w: _Wrapper) -> tuple[list[str], str | None] | None:
+    """(the wrapped command, or a shell script when the wrapper takes one) or None if it runs nothing."""
+    i = 1
+    if w.subcommand is not None:
+        if argv[1:2] == ["tool", "run"] or argv[1:2] == [w.subcommand]:
+            i = 3 if argv[1] == "tool" else 2
+        else:
+            return None
+    positionals = w.positionals
+    user_given = False
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            i += 1
+            break
+        name, eq, _value = tok.partition("=")
+        if tok.startswith("-") and tok != "-" and len(tok) > 1:
+            if name in w.script_opts:
+                script = _value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+                return [], script
+            if name in ("-u", "--user"):
+                user_given = True
+            if name in w.value_opts and not eq:
+                i += 2
+                continue
+            # Glued short option with its value (numactl -N0, stdbuf -oL) or a bare switch.
+            i += 1
+            continue
+        if _ENV_ASSIGN.match(tok):
+            i += 1
+            continue
+        if w.user_positional and not user_given:
+            user_given = True  # `su vllm -c …`: the user, options may follow
+            i += 1
+            continue
+        if positionals:
+            positionals -= 1
+            i += 1
+            continue
+        break
+    if w.script_opts:
+        # `su -c` may come after the user: look again for it.
+        for j in range(i, len(argv) - 1):
+            if argv[j] in w.script_opts:
+                return [], argv[j + 1]
+    return argv[i:], None
+
+
+def _skip_launchers(argv: list[str], st: _State | None = None) -> list[str]:
+    """Drop ``exec``, ``env [-i] [-u N] NAME=V …``, shell ``NAME=V`` prefixes and wrappers (``sudo -u X``,
+    ``numactl …``, ``uv run``…) in front of a command; the words dropped are kept in ``st.launcher``."""
     i = 0
     while i < len(argv):
         tok = argv[i]
@@ -231,6 +351,17 @@ def _skip_launchers(argv: list[str]) -> list[str]:
             i += 1
             while i < len(argv) and (argv[i].startswith("-") or _ENV_ASSIGN.match(argv[i])):
                 i += 2 if argv[i] in ("-u", "--unset", "-C", "--chdir", "-S") else 1
+        elif _base(tok) in _WRAPPERS and st is not None:
+            found = _skip_wrapper(argv[i:], _WRAPPERS[_base(tok)])
+            if found is None:
+                break
+            rest, script = found
+            if script is not None:
+                st.launcher.extend(a for a in argv[i:] if a != script)
+                st.pending_script = script
+                return []
+            st.launcher.extend(argv[i : len(argv) - len(rest)])
+            argv, i = rest, 0
         else:
             break
     return argv[i:]
@@ -240,7 +371,11 @@ def _unwrap(argv: list[str], st: _State, depth: int = 0) -> tuple[Mode, list[str
     """Find the vLLM part of ``argv``: (parser mode, the arguments vLLM's parser sees) or None."""
     if depth > 4:
         return None
-    argv = _skip_launchers(argv)
+    argv = _skip_launchers(argv, st)
+    if st.pending_script is not None:
+        pending, st.pending_script = st.pending_script, None
+        st.saw_shell = True
+        return _unwrap_shell(pending, st, depth)
     if not argv:
         return None
     head = _base(argv[0])
@@ -255,23 +390,64 @@ def _unwrap(argv: list[str], st: _State, depth: int = 0) -> tuple[Mode, list[str
             st.saw_shell = True
             return _unwrap_shell(script, st, depth)
     if head == "vllm" and argv[1:2] == ["serve"]:
+        st.entry = "vllm"
         return "serve", argv[2:]
     if _PYTHON.match(head):
-        found = _unwrap_python(argv)
+        found = _unwrap_python(argv, st)
         if found is not None:
             return found
-    # Launchers we do not model (numactl, taskset, nohup, uv run…): look for the vLLM part inside.
+    elif argv[1:2] == ["serve"] and _vllm_like(argv[2:]):
+        # A launcher script of another name with vLLM's grammar: `/opt/bin/serve_model serve /models/x -tp 8`.
+        st.entry = "serve-subcommand"
+        st.launcher.append(argv[0])
+        return "serve", argv[2:]
+    # Launchers we do not model: look for the vLLM part inside.
     for i in range(1, len(argv) - 1):
         if _base(argv[i]) == "vllm" and argv[i + 1] == "serve":
             st.notes.append(f"Started through `{argv[0]}`; read the vLLM arguments after `vllm serve`.")
+            st.entry = "vllm"
+            st.launcher.extend(argv[:i])
             return "serve", argv[i + 2 :]
         if argv[i] == "-m" and argv[i + 1] == _API_SERVER_MODULE:
             st.notes.append(f"Started through `{argv[0]}`; read the arguments after `-m {argv[i + 1]}`.")
+            st.entry = "module"
+            st.launcher.extend(argv[:i])
             return "module", argv[i + 2 :]
+    for i in range(1, len(argv) - 1):
+        if argv[i] == "serve" and _vllm_like(argv[i + 1 :]):
+            st.notes.append(f"Started through `{argv[0]}`; read vLLM arguments after its `serve` subcommand.")
+            st.entry = "serve-subcommand"
+            st.launcher.extend(argv[:i])
+            return "serve", argv[i + 1 :]
     return None
 
 
-def _unwrap_python(argv: list[str]) -> tuple[Mode, list[str]] | None:
+# Flags that any web server may have: they alone do not make a `serve` subcommand vLLM's.
+_GENERIC_FLAGS = frozenset({
+    "host", "port", "uds", "api-key", "root-path", "config", "seed", "middleware", "allowed-origins",
+    "allowed-methods", "allowed-headers", "model", "revision", "dtype", "download-dir", "uvicorn-log-level",
+    "headless", "nnodes", "node-rank", "quantization",
+})  # fmt: skip
+
+
+def _vllm_like(args: list[str]) -> bool:
+    """True when ``args`` (after a ``serve`` word) carry at least one flag only vLLM has."""
+    for tok in args:
+        if not _looks_like_flag(tok):
+            continue
+        if tok.startswith("--"):
+            name = _normalise_long(tok[2:].partition("=")[0]).partition(".")[0].removeprefix("no-")
+        else:
+            resolved, _ = _resolve_short(tok[1:])
+            if resolved is None:
+                continue
+            name = resolved.partition(".")[0]
+        if name in _KNOWN_NAMES and name not in _GENERIC_FLAGS:
+            return True
+    return False
+
+
+def _unwrap_python(argv: list[str], st: _State) -> tuple[Mode, list[str]] | None:
     i = 1
     while i < len(argv):
         tok = argv[i]
@@ -279,8 +455,14 @@ def _unwrap_python(argv: list[str]) -> tuple[Mode, list[str]] | None:
             module = argv[i + 1] if tok == "-m" and i + 1 < len(argv) else tok[2:]
             rest = argv[i + 2 :] if tok == "-m" else argv[i + 1 :]
             if module == _API_SERVER_MODULE:
+                st.entry = "module"
                 return "module", rest
             if module in ("vllm.entrypoints.cli.main", "vllm") and rest[:1] == ["serve"]:
+                st.entry = "vllm"
+                return "serve", rest[1:]
+            if rest[:1] == ["serve"] and _vllm_like(rest[1:]):
+                st.entry = "serve-subcommand"
+                st.launcher.extend(argv[: len(argv) - len(rest)])
                 return "serve", rest[1:]
             return None
         if tok in ("-X", "-W", "-c"):
@@ -293,6 +475,12 @@ def _unwrap_python(argv: list[str]) -> tuple[Mode, list[str]] | None:
             continue
         # The console script: /opt/vllm/venv/bin/python3 /opt/vllm/venv/bin/vllm serve …
         if _base(tok) == "vllm" and argv[i + 1 : i + 2] == ["serve"]:
+            st.entry = "vllm"
+            return "serve", argv[i + 2 :]
+        # A launcher script of any name: python /opt/serve_model.py serve /models/x --tensor-parallel-size 8
+        if argv[i + 1 : i + 2] == ["serve"] and _vllm_like(argv[i + 2 :]):
+            st.entry = "serve-subcommand"
+            st.launcher.extend(argv[: i + 1])
             return "serve", argv[i + 2 :]
         return None
     return None
@@ -636,6 +824,8 @@ def parse_vllm_argv(argv: list[str], config_yaml: Mapping[str, object] | None = 
         docker_env_files=st.docker_env_files,
         unknown_flags=unknown,
         notes=notes,
+        launcher=st.launcher,
+        entry=st.entry,
     )
 
 
@@ -658,6 +848,17 @@ def secret_values(cmd: VllmCommand) -> list[str]:
         found.extend(m["pw"] for m in _URL_PASSWORD.finditer(text))
     found.extend(v for k, v in cmd.docker_env.items() if v and is_secret_name(k))
     return list(dict.fromkeys(v for v in found if v))
+
+
+def is_wrapped(cmd: VllmCommand) -> bool:
+    """True when something runs in front of the vLLM program (``sudo``, ``uv run``, an unknown launcher):
+    it may stay as the parent, so the server can be another process. An interpreter and the launcher
+    script of a ``serve`` subcommand (``python /opt/serve_model.py serve …``) are the server itself."""
+    if not cmd.launcher:
+        return False
+    if any(n.startswith("Started through") for n in cmd.notes):
+        return True
+    return any(_base(w) in _WRAPPERS or _base(w) == "env" for w in cmd.launcher) or cmd.entry != "serve-subcommand"
 
 
 def format_flag_value(value: object, missing: str = "(not set)") -> str:

@@ -8,6 +8,7 @@ own line, in order. All functions are pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ __all__ = [
     "load_durations",
     "parse_banner_version",
     "parse_load_progress",
+    "parse_non_default_args",
     "parse_stats_lines",
     "split_lines",
 ]
@@ -343,4 +345,80 @@ def load_durations(text: str) -> dict[str, float]:
             for key, value in zip(keys, m.groups(), strict=True):
                 if value is not None:
                     found[key] = float(value)
+    return found
+
+
+# --- the start-up line listing every argument that differs from its default ------------------------------
+
+_NON_DEFAULT = re.compile(r"non-default args: (?P<body>\{.*\})\s*$")
+_DICT_KEY = re.compile(r"""\s*(?P<q>['"])(?P<k>[A-Za-z_][\w.\-]*)(?P=q)\s*:\s*""")
+
+
+class RawValue(str):
+    """A value vLLM logged as an object repr that is no Python literal (kept as the text it logged)."""
+
+
+def _value_end(body: str, start: int) -> int:
+    """Index of the top-level ``,`` (or the end) that closes the value starting at ``start``."""
+    depth, quote, i = 0, "", start
+    while i < len(body):
+        c = body[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            return i
+        i += 1
+    return len(body)
+
+
+def _literal(text: str) -> object:
+    try:
+        value: object = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return RawValue(text)
+    return value
+
+
+def _entries(body: str, key_re: re.Pattern[str]) -> dict[str, object] | None:
+    out: dict[str, object] = {}
+    i = 0
+    while i < len(body):
+        m = key_re.match(body, i)
+        if m is None:
+            return out or None
+        end = _value_end(body, m.end())
+        out[m["k"]] = _literal(body[m.end() : end].strip())
+        i = end + 1
+    return out
+
+
+def parse_non_default_args(text: str) -> dict[str, object] | None:
+    """The newest ``non-default args: {…}`` line of ``text`` as a dict (argparse dest -> Python value).
+
+    vLLM (since May 2025) logs every argument that differs from its default as a Python dict repr (older
+    versions logged ``args: Namespace(…)`` with every argument, defaults included: not read). Values are
+    Python literals (``True``,
+    lists, dicts for JSON flags); an object repr that is no literal is kept as a :class:`RawValue`.
+    The dict holds secrets (``api_key``, ``hf_token``) in clear text: redact before showing anything.
+    """
+    found: dict[str, object] | None = None
+    for line in split_lines(text):
+        m = _NON_DEFAULT.search(line.msg)
+        if m is not None:
+            body = m["body"]
+            whole = _literal(body)
+            if isinstance(whole, dict) and all(isinstance(k, str) for k in whole):
+                found = {str(k): v for k, v in whole.items()}
+            else:
+                found = _entries(body[1:-1], _DICT_KEY) or found
     return found

@@ -480,9 +480,10 @@ async def test_health_503_and_hang(tmp_path: Path) -> None:
 PROPS = (
     "Id,Description,LoadState,ActiveState,SubState,Result,MainPID,ExecMainStartTimestamp,"
     "ActiveEnterTimestamp,StateChangeTimestamp,InactiveEnterTimestamp,NRestarts,NeedDaemonReload,"
-    "FragmentPath,DropInPaths,Environment,EnvironmentFiles,ExecStart,ExecMainStatus,InvocationID"
+    "FragmentPath,DropInPaths,Environment,EnvironmentFiles,ExecStart,ExecMainStatus,InvocationID,ControlGroup"
 )
-ORDER = ["MainPID", "Result", "NRestarts", "ExecMainStartTimestamp", "ExecMainStatus", "ExecStart", "Environment",
+ORDER = ["MainPID", "Result", "NRestarts", "ExecMainStartTimestamp", "ExecMainStatus", "ExecStart", "ControlGroup",
+         "Environment",
          "EnvironmentFiles", "Id", "Description", "LoadState", "ActiveState", "SubState", "FragmentPath",
          "DropInPaths", "StateChangeTimestamp", "ActiveEnterTimestamp", "InactiveEnterTimestamp", "NeedDaemonReload",
          "InvocationID"]  # fmt: skip
