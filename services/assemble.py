@@ -343,7 +343,7 @@ def assemble(
         for name, value in process_env.items():
             if name not in env_values and name not in AMBIENT_ENV and name.startswith(RELEVANT_PREFIXES):
                 env_values[name] = value
-        launcher = " ".join((main_cmd.launcher[:3] if main_cmd else []) or argv[:1])
+        launcher = _launcher_text(main_cmd.launcher if main_cmd and main_cmd.launcher else argv[:1])
         for name, value in unit_env.items():
             if name in process_env and process_env[name] != value:
                 shown = REDACTED if is_secret_name(name) else redactor.text(f"{process_env[name]} → {value}")
@@ -363,7 +363,7 @@ def assemble(
             "the unit file changed on disk but systemd was not reloaded (NeedDaemonReload=yes): run "
             "`systemctl daemon-reload`; a restart before that would still use the old unit"
         )
-    if running is not None and declared is not None:
+    if running is not None and declared is not None and declared.wrapper != "unknown" and source != "vllm-log":
         diffs = _drift(running, declared, redactor)
         if diffs:
             warnings.append(
@@ -471,6 +471,14 @@ def _short(argv: list[str], limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _launcher_text(words: list[str]) -> str:
+    """``sudo -u vllm``, ``uv run --project /opt/app``: program paths shortened to their names."""
+    shown = [w.rsplit("/", 1)[-1] if i == 0 or (w.startswith("/") and "/bin/" in w) else w
+             for i, w in enumerate(_redact_argv(words))]
+    text = " ".join(shown)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 _ENTRY_RANK = {"vllm": 2, "module": 2, "serve-subcommand": 1}
 
 
@@ -519,14 +527,14 @@ def _pick_server(raw: UnitRaw, main_pid: int, main_cmd: VllmCommand | None, warn
         elif main_cmd.wrapper == "bash":
             why = "is a shell that starts it without exec"
         else:
-            why = f"is a wrapper ({_short(main_cmd.launcher, 40)})"
+            why = f"is a wrapper ({_launcher_text(main_cmd.launcher)})"
         return _Pick(p.pid, p.argv or [], c, f"settings from PID {p.pid} ({_short(p.argv or [])}), {where}: "
                      f"the main process (PID {main_pid}, {_short(main_argv, 50)}) {why}")
     if main_cmd is not None and main_cmd.wrapper != "unknown":
         note: str | None = None
         if main_cmd.launcher:
             note = (f"settings from the main process (PID {main_pid}), read after its wrapper "
-                    f"({_short(main_cmd.launcher, 40)})")
+                    f"({_launcher_text(main_cmd.launcher)})")
         return _Pick(main_pid, main_argv, main_cmd, note)
     return None
 

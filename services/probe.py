@@ -114,48 +114,49 @@ statrows() {
 # process's descendants from every /proc/PID/stat. Then their argv in one read: head's "==> FILE <=="
 # headers delimit them (/dev/null first, so there is a header even for one file), base64 on the wire.
 procs() {
-  p=$1; cg=$2; src=''; l=''
+  p=$1; cg=$2; psrc=''; l=''; sv=''
   case $cg in /*..*|'') cg='';; /*) ;; *) cg='';; esac
   if [ -n "$cg" ]; then
     for f in "/sys/fs/cgroup$cg/cgroup.procs" "/sys/fs/cgroup/systemd$cg/cgroup.procs" \
              "/sys/fs/cgroup/unified$cg/cgroup.procs"; do
       [ -r "$f" ] || continue
       l=$(sort -n -- "$f" 2>/dev/null | head -n "$PN")
-      if [ -n "$l" ]; then src=$f; break; fi
+      if [ -n "$l" ]; then psrc=$f; break; fi
     done
   fi
-  if [ -n "$src" ]; then
+  if [ -n "$psrc" ]; then
     set --; for q in $l; do case $q in *[!0-9]*) ;; *) set -- "$@" "/proc/$q/stat";; esac; done
     rows=$(cat -- "$@" 2>/dev/null | statrows)
   else
-    src=ppid
+    psrc=ppid
     rows=$(cat /proc/[0-9]*/stat 2>/dev/null | statrows | awk -v root="$p" -v max="$PN" '
       { line[$1] = $0; kids[$2] = kids[$2] " " $1 }
       END { q[1] = root; h = 1; t = 1; c = 0
             while (h <= t && c < max) { x = q[h++]; if (x in line) { print line[x]; c++ }
               k = split(kids[x], ch, " "); for (i = 1; i <= k; i++) q[++t] = ch[i] } }')
   fi
-  echo "$M procs src=$src"; printf '%s\n' "$rows"
+  echo "$M procs src=$psrc"; printf '%s\n' "$rows"
   set --
   for q in $(printf '%s\n' "$rows" | awk '{print $1}'); do [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done
   [ $# -gt 0 ] || return 0
   echo "$M argvs"; head -c "$CB" -- /dev/null "$@" 2>/dev/null | b64
   # The environment of the first other process that looks like a server (a wrapper that forks, such as
   # sudo, may have handed its child a different one).
-  c=$(head -c "$CB" -- /dev/null "$@" 2>/dev/null | tr '\0' ' ' | awk '
+  sv=$(head -c "$CB" -- /dev/null "$@" 2>/dev/null | tr '\0' ' ' | awk '
     /^==> \/proc\/[0-9]+\/cmdline <==$/ { split($2, a, "/"); cur = a[3]; next }
     cur != "" && !/^VLLM::/ && (/ serve / || /vllm\.entrypoints/) { print cur; exit }')
-  [ -n "$c" ] && rdsec "/proc/$c/environ" cenviron
+  [ -n "$sv" ] && rdsec "/proc/$sv/environ" cenviron
+  srv=$sv
   return 0
 }
 argpaths() { awk 'p=="--config"||p=="--env-file"{print} /^--env-file=/{sub(/^--env-file=/,"");print} {p=$0}'; }
 derive_url() {
-  tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk '
+  tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk -v lp="${2:-}" '
     p=="--port"{port=$0} /^--port=/{sub(/^--port=/,""); port=$0}
     p=="--host"{host=$0} /^--host=/{sub(/^--host=/,""); host=$0}
     p=="-p"||p=="--publish"{n=split($0,a,":"); if(n>=2){pub[a[n]]=a[n-1]}}
     {p=$0}
-    END{ if(port=="")port="8000"; if(port in pub)port=pub[port];
+    END{ if(port=="")port=lp; if(port=="")port="8000"; if(port in pub)port=pub[port];
          if(host==""||host=="0.0.0.0"||host=="::"||host=="[::]")host="127.0.0.1";
          print "http://" host ":" port }'
 }
@@ -170,11 +171,36 @@ pu() {
       tr ' ' '\n' | argpaths
     if [ -n "$pid" ] && [ "$pid" != 0 ]; then tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | argpaths; fi
   } | sort -u | while IFS= read -r f; do [ -n "$f" ] && rdsec "$f" file; done
+  a=''
+  if [ "$JL" -gt 0 ]; then
+    if [ -n "$lf" ]; then j=$(tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null); src=file
+    elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JS"; src=invocation
+    else jp -u "$u" -n "$JS"; src=unit; fi
+    echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | thin | tail -n "$JL" | b64
+    # vLLM's own list of the arguments it got (second source, cross-check). It comes right after the
+    # banner: when the scanned tail of a long-running start lacks it, read the start's first lines.
+    a=$(printf '%s\n' "$j" | grep -a -e 'non-default args: ' | tail -n 1)
+    if [ -z "$a" ] && [ -z "$lf" ] && [ -n "$inv" ]; then
+      a=$(jn "_SYSTEMD_INVOCATION_ID=$inv" | head -n "$AS" | grep -a -e 'non-default args: ' | tail -n 1)
+      if [ -z "$a" ] && [ -n "$S" ]; then
+        a=$($S journalctl "_SYSTEMD_INVOCATION_ID=$inv" -o cat -a --no-pager 2>/dev/null | head -n "$AS" |
+            grep -a -e 'non-default args: ' | tail -n 1)
+      fi
+    fi
+    echo "$M vargs"; printf '%s' "$a" | b64
+  fi
   if [ -n "$pid" ] && [ "$pid" != 0 ]; then
     rdsec "/proc/$pid/cmdline" cmdline
     rdsec "/proc/$pid/environ" environ
-    procs "$pid" "$(printf '%s\n' "$sh_" | sed -n 's/^ControlGroup=//p')"
-    if [ -z "$url" ]; then url=$(derive_url "$pid"); fi
+    srv=''; procs "$pid" "$(printf '%s\n' "$sh_" | sed -n 's/^ControlGroup=//p')"
+    if [ -z "$url" ]; then
+      # The port is on the server's command line: the main process's, a child's when the main one is a
+      # wrapper, else the one vLLM logged.
+      up=$pid
+      if [ -n "$srv" ] && ! tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -e ' serve ' -e 'vllm\.entrypoints'
+      then up=$srv; fi
+      url=$(derive_url "$up" "$(printf '%s' "$a" | sed -n "s/.*'port': \([0-9][0-9]*\).*/\1/p")")
+    fi
   fi
   if [ -n "$url" ]; then
     echo "$M url $url"
@@ -197,23 +223,6 @@ pu() {
         n=$((n+1))
       done;;
     esac
-  fi
-  if [ "$JL" -gt 0 ]; then
-    if [ -n "$lf" ]; then j=$(tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null); src=file
-    elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JS"; src=invocation
-    else jp -u "$u" -n "$JS"; src=unit; fi
-    echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | thin | tail -n "$JL" | b64
-    # vLLM's own list of the arguments it got (second source, cross-check). It comes right after the
-    # banner: when the scanned tail of a long-running start lacks it, read the start's first lines.
-    a=$(printf '%s\n' "$j" | grep -a -e 'non-default args: ' | tail -n 1)
-    if [ -z "$a" ] && [ -z "$lf" ] && [ -n "$inv" ]; then
-      a=$(jn "_SYSTEMD_INVOCATION_ID=$inv" | head -n "$AS" | grep -a -e 'non-default args: ' | tail -n 1)
-      if [ -z "$a" ] && [ -n "$S" ]; then
-        a=$($S journalctl "_SYSTEMD_INVOCATION_ID=$inv" -o cat -a --no-pager 2>/dev/null | head -n "$AS" |
-            grep -a -e 'non-default args: ' | tail -n 1)
-      fi
-    fi
-    echo "$M vargs"; printf '%s' "$a" | b64
   fi
   if [ "$LL" -gt 0 ]; then
     if [ -n "$lf" ]; then j=$(tail -n "$LL" -- "$lf" 2>/dev/null || $S tail -n "$LL" -- "$lf" 2>/dev/null)

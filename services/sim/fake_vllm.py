@@ -60,6 +60,7 @@ class Profile:
     shutdown_s: float
     gpu_total_mib: int
     gpu_uuids: list[str]
+    served_max_model_len: int | None
 
     def __init__(self, data: dict[str, Any]) -> None:
         missing = set(type(self).__annotations__) - set(data)
@@ -84,7 +85,8 @@ _BOOL_FLAGS = {
     "disable-custom-all-reduce", "enable-lora", "headless", "async-scheduling", "disable-frontend-multiprocessing",
 }  # fmt: skip
 _ALIASES = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size",
-            "q": "quantization", "e": "enable-expert-parallel"}  # fmt: skip
+            "q": "quantization", "e": "enable-expert-parallel", "cc": "compilation-config",
+            "sc": "speculative-config", "ac": "attention-config"}  # fmt: skip
 _NARGS = {"served-model-name", "api-key", "middleware", "allowed-origins"}
 # Order of vLLM's parser (serve args first, then engine args) for the keys we know.
 _ORDER = [
@@ -139,6 +141,10 @@ def parse_serve_args(args: list[str]) -> ServeArgs:
             i += 1
             continue
         name, eq, val = a.lstrip("-").partition("=")
+        if len(name) == 2 and name[0] == "O" and name[1].isdigit():
+            found["optimization_level"] = int(name[1])
+            i += 1
+            continue
         name = _ALIASES.get(name, name)
         key = name.replace("-", "_")
         if name in _BOOL_FLAGS and not eq:
@@ -558,7 +564,7 @@ class FakeVllm:
         names = self.sa.served or [self.sa.model]
         data = [
             {"id": n, "object": "model", "created": created, "owned_by": "vllm", "root": self.sa.model, "parent": None,
-             "max_model_len": self.sa.max_model_len or 32768,
+             "max_model_len": self.p.served_max_model_len or self.sa.max_model_len or 32768,
              "permission": [{"id": f"modelperm-{os.urandom(16).hex()}", "object": "model_permission",
                              "created": created, "allow_create_engine": False, "allow_sampling": True,
                              "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,

@@ -383,8 +383,20 @@ class SimNode:
             "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
             "    sys.exit(main())\n"
         )
-        for target in (r / "opt/vllm/venv/bin/vllm", r / "usr/bin/docker"):
+        for target in (r / "opt/vllm/venv/bin/vllm", r / "usr/bin/docker", r / "opt/serve_model.py",
+                       r / "opt/bin/serve-model"):
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(script)
+            os.chmod(target, 0o755)
+        # Launchers that are not vLLM's own (services/sim/launchers.py): a Python launcher that starts
+        # the server as a child, one that runs it in-process with arguments from a file, and wrappers
+        # that exec (numactl, taskset) or stay as the parent (uv run, conda run).
+        header = f"#!{py}\nimport sys\nsys.path[:0] = {paths!r}\n"
+        for name, target in (("launch", r / "opt/launch.py"), ("model_server", r / "opt/model_server.py"),
+                             ("numactl", r / "usr/bin/numactl"), ("taskset", r / "usr/bin/taskset"),
+                             ("uv", r / "usr/local/bin/uv"), ("conda", r / "opt/conda/bin/conda")):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(header + f"from services.sim.launchers import {name}\nsys.exit({name}())\n")
             os.chmod(target, 0o755)
         sc = self.sc
         (self.state_dir / "hostname").write_text(sc.hostname + "\n")
@@ -416,10 +428,10 @@ class SimNode:
                 dropin_dir.mkdir(exist_ok=True)
                 for fname, text in us.drop_ins.items():
                     (dropin_dir / fname).write_text(sc.render(text, r, us.port))
-            for path_t, content in us.env_files.items():
+            for path_t, content in {**us.files, **us.env_files}.items():
                 env_path = Path(sc.render(path_t, r, us.port))
                 env_path.parent.mkdir(parents=True, exist_ok=True)
-                env_path.write_text(content)
+                env_path.write_text(sc.render(content, r, us.port) if path_t in us.files else content)
             gpus = us.gpu_indices or list(range(sc.gpus.count))
             profile = us.profile.model_copy(update={"gpu_total_mib": sc.gpus.memory_total_mib,
                                                     "gpu_uuids": [self._gpu_uuid(i) for i in gpus]})
@@ -549,7 +561,7 @@ class SimNode:
     def _static_show(self, st: StaticUnit) -> str:
         exe = st.exec_start.split()[0]
         start = fmt_ts(_now_us() - 86400 * 3 * 1_000_000)
-        pid = 700 + sum(map(ord, st.name)) % 200
+        pid = 4_194_400 + sum(map(ord, st.name)) % 200  # above PID_MAX_LIMIT: no real process has it
         inv = hashlib.md5(st.name.encode()).hexdigest()
         return "".join(f"{k}={v}\n" for k, v in (
             ("Type", "simple"), ("MainPID", pid if st.active else 0), ("Result", "success"), ("NRestarts", 0),

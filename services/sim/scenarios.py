@@ -49,6 +49,7 @@ class LoadProfile(_M):
     stats_interval_s: float = 10.0
     old_metric_names: bool = False  # vllm:gpu_cache_usage_perc / vllm:time_per_output_token_seconds
     shutdown_s: float = 0.3  # after SIGTERM: keeps answering this long, then exits 0
+    served_max_model_len: int | None = None  # /v1/models reports this (vLLM auto-fit), not --max-model-len
     # Filled in by the node (not a knob): the GPU size, so memory can follow --gpu-memory-utilization.
     gpu_total_mib: int = 97887
     gpu_uuids: list[str] = Field(default_factory=list)
@@ -66,6 +67,7 @@ class UnitScenario(_M):
     drop_ins: dict[str, str] = Field(default_factory=dict)  # "override.conf" -> text (template)
     env_files: dict[str, str] = Field(default_factory=dict)  # "{root}/etc/vllm/kimi.env" -> content
     env_file_mode: int = 0o644
+    files: dict[str, str] = Field(default_factory=dict)  # other files it reads (launcher configs), templates
     enabled: bool = True
     active_on_boot: bool = True  # started by SimNode.start()
     port: int = 8000
@@ -431,3 +433,127 @@ ExecStart={root}/opt/vllm/venv/bin/vllm serve Qwen/Qwen3-0.6B --port %i
                         port=int(instance) if instance.isdigit() else 8000,
                         profile=fast_profile(shards=1, model_gib=1.2) if fast
                         else LoadProfile(shards=1, model_gib=1.2))  # fmt: skip
+
+
+# Launchers that are not `vllm serve` (issue 9): the settings must still be read ------------------------------
+
+LAUNCHER_SECRET = "sk-lmcache-9d8c7b6a5f4e3d2c1b0a"
+COMPILATION_CONFIG = '{"cudagraph_mode":"FULL_AND_PIECEWISE","max_cudagraph_capture_size":256}'
+SPECULATIVE_CONFIG = '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}'
+KV_TRANSFER_CONFIG = (
+    '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both",'
+    f'"kv_connector_extra_config":{{"api_key":"{LAUNCHER_SECRET}"}}}}'
+)
+
+
+def _small(fast: bool, **kw: object) -> LoadProfile:
+    return fast_profile(shards=2, model_gib=1.2, **kw) if fast else LoadProfile(shards=2, model_gib=1.2)
+
+
+def _unit(name: str, description: str, exec_start: str, *, port: int, fast: bool, extra: str = "",
+          files: dict[str, str] | None = None, profile: LoadProfile | None = None) -> UnitScenario:
+    text = (f"[Unit]\nDescription={description}\n\n[Service]\n{extra}ExecStart={exec_start}\nRestart=no\n\n"
+            "[Install]\nWantedBy=multi-user.target\n")
+    return UnitScenario(name=name, text=text, port=port, files=files or {}, profile=profile or _small(fast))
+
+
+_SERVE_ARGS = "/models/x --tensor-parallel-size 8 --max-model-len 8192 --served-model-name x-8b --port {port}"
+
+
+def launcher_script_unit(name: str = "model-api.service", *, port: int = 8010, fast: bool = True) -> UnitScenario:
+    """``python /opt/serve_model.py serve …``: a launcher script not called vllm, with vLLM's grammar."""
+    return _unit(name, "Model API",
+                 f"{{root}}/opt/vllm/venv/bin/python3 {{root}}/opt/serve_model.py serve {_SERVE_ARGS}",
+                 port=port, fast=fast)  # fmt: skip
+
+
+def serve_program_unit(name: str = "llm-serve.service", *, port: int = 8011, fast: bool = True) -> UnitScenario:
+    """``/opt/bin/serve-model serve …``: an executable of another name (its shebang runs Python)."""
+    return _unit(name, "LLM server", f"{{root}}/opt/bin/serve-model serve {_SERVE_ARGS}", port=port, fast=fast)
+
+
+def fork_shell_unit(name: str = "llm-shell.service", *, port: int = 8012, fast: bool = True) -> UnitScenario:
+    """A shell that does not exec: the server is the shell's child (the script goes on after it)."""
+    script = "{root}/opt/vllm/venv/bin/vllm serve /models/y --max-model-len 4096 --port {port}; echo exited $?"
+    return _unit(name, "LLM via shell", f"/bin/sh -c '{script}'", port=port, fast=fast)
+
+
+def python_launcher_unit(name: str = "inference.service", *, port: int = 8013, fast: bool = True) -> UnitScenario:
+    """A site's Python launcher that reads a JSON file and starts the server as its child."""
+    cfg = json.dumps({"python": "{root}/opt/vllm/venv/bin/python3", "vllm": "{root}/opt/vllm/venv/bin/vllm",
+                      "model": "/models/z", "args": ["--tensor-parallel-size", "4", "--max-model-len", "16384",
+                                                     "--gpu-memory-utilization", "0.9", "--port", "{port}"]})
+    return _unit(name, "Inference", "{root}/opt/vllm/venv/bin/python3 {root}/opt/launch.py {root}/etc/inference.json",
+                 port=port, fast=fast, files={"{root}/etc/inference.json": cfg})  # fmt: skip
+
+
+def sudo_unit(name: str = "vllm-sudo.service", *, port: int = 8014, fast: bool = True) -> UnitScenario:
+    """``sudo -u vllm vllm serve …``: sudo stays as the parent and resets the environment."""
+    return _unit(name, "vLLM as user vllm", "{root}/sim/bin/sudo -u vllm {root}/opt/vllm/venv/bin/vllm serve "
+                 "/models/s --max-model-len 2048 --port {port}", port=port, fast=fast,
+                 extra="Environment=NCCL_DEBUG=INFO\n")  # fmt: skip
+
+
+def numactl_unit(name: str = "llm-numa.service", *, port: int = 8015, fast: bool = True) -> UnitScenario:
+    """``numactl … taskset -c 0-31 python /opt/serve_model.py serve …``: prefixes that exec."""
+    return _unit(name, "LLM pinned",
+                 "{root}/usr/bin/numactl --cpunodebind=0 --membind=0 {root}/usr/bin/taskset -c 0-31 "
+                 f"{{root}}/opt/vllm/venv/bin/python3 {{root}}/opt/serve_model.py serve {_SERVE_ARGS}",
+                 port=port, fast=fast)  # fmt: skip
+
+
+def uv_unit(name: str = "llm-uv.service", *, port: int = 8016, fast: bool = True) -> UnitScenario:
+    """``uv run --project /opt/app vllm serve …``: uv stays as the parent."""
+    return _unit(name, "LLM via uv", "{root}/usr/local/bin/uv run --project {root}/opt/app "
+                 "{root}/opt/vllm/venv/bin/vllm serve /models/u -tp 2 --max-model-len 3072 --port {port}",
+                 port=port, fast=fast)  # fmt: skip
+
+
+def conda_unit(name: str = "llm-conda.service", *, port: int = 8017, fast: bool = True) -> UnitScenario:
+    """``conda run -n vllm --no-capture-output python vllm serve …``: conda stays as the parent."""
+    return _unit(name, "LLM via conda", "{root}/opt/conda/bin/conda run -n vllm --no-capture-output "
+                 "{root}/opt/vllm/venv/bin/python3 {root}/opt/vllm/venv/bin/vllm serve /models/c "
+                 "--enable-prefix-caching --max-model-len 6144 --port {port}", port=port, fast=fast)  # fmt: skip
+
+
+def opaque_unit(name: str = "model-server.service", *, port: int = 8018, fast: bool = True,
+                served_max_model_len: int | None = None) -> UnitScenario:
+    """A launcher that runs vLLM in-process with arguments from a file: only the log and the API tell."""
+    cfg = json.dumps({"model": "/models/opaque", "args": ["--tensor-parallel-size", "2", "--max-model-len", "12288",
+                                                          "--api-key", LAUNCHER_SECRET, "--port", "{port}"]})
+    profile = _small(fast, served_max_model_len=served_max_model_len) if fast else None
+    return _unit(name, "Model server", "{root}/opt/vllm/venv/bin/python3 {root}/opt/model_server.py --settings "
+                 "{root}/etc/model-server.json", port=port, fast=fast,
+                 files={"{root}/etc/model-server.json": cfg}, profile=profile)  # fmt: skip
+
+
+def json_flags_unit(name: str = "vllm-json.service", *, port: int = 8019, fast: bool = True,
+                    served_max_model_len: int | None = None) -> UnitScenario:
+    """JSON-valued flags in every spelling: ``--x='{…}'``, ``-cc``, ``-O3``, one with a secret inside."""
+    return _unit(name, "vLLM with JSON flags",
+                 "{root}/opt/vllm/venv/bin/vllm serve /models/j "
+                 f"--compilation-config='{COMPILATION_CONFIG}' -O3 "
+                 f"--speculative-config '{SPECULATIVE_CONFIG}' "
+                 f"--kv-transfer-config '{KV_TRANSFER_CONFIG}' "
+                 "--model-loader-extra-config '{\"num_threads\":8}' "
+                 "--hf-overrides '{\"max_position_embeddings\":65536}' "
+                 "--override-generation-config '{\"temperature\":0.6,\"top_p\":0.95}' "
+                 "--max-model-len 65536 --port {port}",
+                 port=port, fast=fast,
+                 profile=_small(fast, served_max_model_len=served_max_model_len) if fast else None)  # fmt: skip
+
+
+def cc_alias_unit(name: str = "vllm-cc.service", *, port: int = 8020, fast: bool = True) -> UnitScenario:
+    """``-cc '{…}'``: the short alias of --compilation-config."""
+    return _unit(name, "vLLM with -cc", f"{{root}}/opt/vllm/venv/bin/vllm serve /models/k -cc '{COMPILATION_CONFIG}' "
+                 "--port {port}", port=port, fast=fast)  # fmt: skip
+
+
+def launcher_node(units: list[UnitScenario], **kw: object) -> NodeScenario:
+    """A node with small fast units of odd launchers, each on a GPU of its own."""
+    for i, u in enumerate(units):
+        u.gpu_indices = [i]
+    base: dict[str, object] = {"hostname": "gpu-node-9", "gpus": GpuSpec(count=max(1, len(units))), "units": units,
+                               "gpu_free_delay_s": 0.3, "stop_timeout_s": 3.0, "tick_s": 0.25}  # fmt: skip
+    base.update(kw)
+    return NodeScenario.model_validate(base)
