@@ -69,7 +69,7 @@ class Cluster:
         keys = [_api_key(s) for s in services]
         targets = [
             ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
-                        models=opts.models and key is not None)
+                        models=key is not None)  # /v1/models is always asked: with the key when held
             for s, key in zip(services, keys, strict=True)
         ]
         script = build_script(targets, opts)

@@ -42,6 +42,11 @@ JOURNAL_FILTER = "|".join((
 ))
 JOURNAL_SCAN = 3000  # lines of the current start looked at on the node
 ARGS_SCAN = 400  # first lines of a start searched for vLLM's "non-default args" line
+# What makes a unit or a process a vLLM server for discovery (an extended regex, matched by awk).
+DISCOVER_PATTERN = (
+    r"vllm|VLLM::|[ =/]serve .*(--(tensor-parallel-size|max-model-len|gpu-memory-utilization|served-model-name|"
+    r"kv-cache-dtype|enable-prefix-caching|max-num-seqs|tool-call-parser|reasoning-parser)|-tp [0-9])"
+)
 BENCH_KEYS = (
     "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
     "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
@@ -244,12 +249,43 @@ discover() {
           systemctl list-unit-files --type=service --no-legend --no-pager 2>/dev/null | awk '{print $1}'; } |
         grep -v '@\.service$' | sort -u)
   [ -n "$us" ] || return 0
+  # Running vLLM processes, whatever launched them: vLLM's name, the VLLM:: titles it gives its engine
+  # and workers, or a serve subcommand with vLLM-only flags. The pattern travels in the environment, not
+  # in argv, and this probe's own processes (their text holds the marker) are left out.
+  hp=$(head -c 4096 -- /dev/null /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | DP="$DPAT" MK="$M" awk '
+    /^==> \/proc\/[0-9]+\/cmdline <==$/ { split($2, a, "/"); cur = a[3]; next }
+    cur == "" { next }
+    index($0, ENVIRON["MK"]) { no[cur] = 1 }
+    $0 ~ ENVIRON["DP"] { hit[cur] = 1 }
+    END { for (p in hit) if (!(p in no)) print p }' | head -n 200)
+  hot=''
+  if [ -n "$hp" ]; then
+    set --; for q in $hp; do set -- "$@" "/proc/$q/cgroup"; done
+    # A process's cgroup names its unit. Its parents up to three levels (engine -> server -> wrapper) are
+    # also matched against the units' main PIDs (no systemd cgroups in the way), except for processes of
+    # a login session's scope: run by hand, they belong to no unit.
+    hot=$( { grep -H '' -- "$@" 2>/dev/null | sed 's/^/C /'; printf '%s\n' $hp | sed 's/^/H /'
+             cat /proc/[0-9]*/stat 2>/dev/null | statrows | sed 's/^/S /'; } | awk '
+      $1 == "S" { pp[$2] = $3; next }
+      $1 == "H" { h[$2] = 1; next }
+      $1 == "C" { split($2, a, "/"); n = split($0, b, ":"); k = split(b[n], c, "/")
+                  if (c[k] ~ /\.service$/) unit[a[3]] = c[k]; if (c[k] ~ /\.scope$/) scope[a[3]] = 1 }
+      END { for (p in h) { if (p in unit) print "U=" unit[p]
+                           if (p in scope) continue
+                           x = p; for (i = 0; i < 4 && x > 1; i++) { print "P=" x; x = pp[x] } } }' | sort -u)
+  fi
   # shellcheck disable=SC2086 -- unit names from systemd itself, split on purpose
   # One paragraph per unit; properties come in D-Bus order (ExecStart before Id), so judge whole blocks.
-  systemctl show -p Id,ExecStart -- $us 2>/dev/null | awk 'BEGIN{RS=""} {
-    id=""; hit=0; n=split($0, L, "\n")
-    for(i=1;i<=n;i++){ if(L[i] ~ /^Id=/) id=substr(L[i],4); if(L[i] ~ /^ExecStart=/ && L[i] ~ /vllm/) hit=1 }
-    if(id ~ /vllm/) hit=1; if(hit && id!="") print id }' | sort -u
+  systemctl show -p Id,ExecStart,MainPID,Environment -- $us 2>/dev/null |
+  HOT=" $(echo $hot) " DP="$DPAT" awk 'BEGIN{RS=""} {
+    id=""; mp=""; hit=0; n=split($0, L, "\n")
+    for(i=1;i<=n;i++){ if(L[i] ~ /^Id=/) id=substr(L[i],4); else if(L[i] ~ /^MainPID=/) mp=substr(L[i],9)
+      else if(L[i] ~ /^ExecStart=/ && L[i] ~ ENVIRON["DP"]) hit=1
+      else if(L[i] ~ /^Environment=/ && L[i] ~ /(=| |")VLLM_[A-Z0-9_]+=/) hit=1 }
+    if(id ~ /vllm/) hit=1
+    if(id != "" && index(ENVIRON["HOT"], " U=" id " ")) hit=1
+    if(mp != "" && mp != "0" && index(ENVIRON["HOT"], " P=" mp " ")) hit=1
+    if(hit && id!="") print id }' | sort -u
 }
 """
 
@@ -275,7 +311,7 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
         f"HT={options.http_timeout_s:g}; MS={options.metrics_samples}; MI={options.metrics_interval_s:g}",
         f"JL={options.journal_lines}; LL={options.log_lines}; JS={max(JOURNAL_SCAN, options.journal_lines)}",
         f"PN={MAX_PROCS}; CB={MAX_ARGV_BYTES}; AS={ARGS_SCAN}",
-        f"JF={_q(JOURNAL_FILTER)}",
+        f"JF={_q(JOURNAL_FILTER)}; DPAT={_q(DISCOVER_PATTERN)}",
         "main() {",
         'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
     ]
