@@ -117,7 +117,8 @@ def _yaml_config(raw: UnitRaw, argv: list[str], warnings: list[str]) -> dict[str
 
 def _parse_cmd(raw: UnitRaw, argv: list[str], warnings: list[str]) -> VllmCommand:
     cfg = _yaml_config(raw, argv, warnings)
-    key = json.dumps(cfg, sort_keys=True, default=str) if cfg is not None else None
+    # Key order is kept: vLLM turns a nested mapping into JSON in the file's order (a value as passed).
+    key = json.dumps(cfg, default=str) if cfg is not None else None
     return _parse_argv_cached(tuple(argv), key)
 
 

@@ -11,6 +11,7 @@ from services.unitfile import split_command
 from services.vllm_args import (
     MODEL_FLAG_DEPRECATED,
     group_flags,
+    is_wrapped,
     parse_vllm_argv,
     removed_env_warnings,
     removed_flag_warnings,
@@ -386,3 +387,82 @@ def test_removed_env_warnings() -> None:
     assert "VLLM_USE_V1" in warnings[0] and "Unknown vLLM environment variable" in warnings[0]
     assert "VLLM_ATTENTION_BACKEND" in warnings[1] and "--attention-backend" in warnings[1]
     assert removed_env_warnings({"VLLM_LOGGING_LEVEL": "INFO"}) == []
+
+
+# --- launchers that are not `vllm serve` (issue 9) ----------------------------------------------------------
+
+SERVE_TAIL = ["serve", "/models/x", "--tensor-parallel-size", "8", "--max-model-len", "8192"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "entry", "launcher"),
+    [
+        (["/opt/venv/bin/python", "/opt/serve_model.py", *SERVE_TAIL], "serve-subcommand",
+         ["/opt/venv/bin/python", "/opt/serve_model.py"]),
+        (["/opt/bin/serve-model", *SERVE_TAIL], "serve-subcommand", ["/opt/bin/serve-model"]),
+        (["python3", "-m", "mycorp.llm", *SERVE_TAIL], "serve-subcommand", ["python3", "-m", "mycorp.llm"]),
+        (["sudo", "-u", "vllm", "/v/bin/vllm", *SERVE_TAIL], "vllm", ["sudo", "-u", "vllm"]),
+        (["sudo", "-E", "--user=vllm", "NCCL_DEBUG=INFO", "vllm", *SERVE_TAIL], "vllm",
+         ["sudo", "-E", "--user=vllm", "NCCL_DEBUG=INFO"]),
+        (["runuser", "-u", "vllm", "--", "/opt/venv/bin/python", "/opt/serve_model.py", *SERVE_TAIL],
+         "serve-subcommand", ["runuser", "-u", "vllm", "--", "/opt/venv/bin/python", "/opt/serve_model.py"]),
+        (["setpriv", "--reuid=vllm", "--regid=vllm", "--init-groups", "vllm", *SERVE_TAIL], "vllm",
+         ["setpriv", "--reuid=vllm", "--regid=vllm", "--init-groups"]),
+        (["nice", "-n", "-5", "vllm", *SERVE_TAIL], "vllm", ["nice", "-n", "-5"]),
+        (["chrt", "-f", "50", "vllm", *SERVE_TAIL], "vllm", ["chrt", "-f", "50"]),
+        (["numactl", "--cpunodebind=0", "--membind=0", "vllm", *SERVE_TAIL], "vllm",
+         ["numactl", "--cpunodebind=0", "--membind=0"]),
+        (["numactl", "-N", "0", "-m", "0", "vllm", *SERVE_TAIL], "vllm", ["numactl", "-N", "0", "-m", "0"]),
+        (["taskset", "-c", "0-31", "vllm", *SERVE_TAIL], "vllm", ["taskset", "-c", "0-31"]),
+        (["taskset", "0xff", "python", "/opt/x.py", *SERVE_TAIL], "serve-subcommand",
+         ["taskset", "0xff", "python", "/opt/x.py"]),
+        (["uv", "run", "--project", "/opt/app", "vllm", *SERVE_TAIL], "vllm", ["uv", "run", "--project", "/opt/app"]),
+        (["uvx", "--from", "vllm==0.20.1", "vllm", *SERVE_TAIL], "vllm", ["uvx", "--from", "vllm==0.20.1"]),
+        (["conda", "run", "-n", "vllm", "--no-capture-output", "vllm", *SERVE_TAIL], "vllm",
+         ["conda", "run", "-n", "vllm", "--no-capture-output"]),
+        (["/usr/bin/env", "A=B", "python", "-m", "vllm.entrypoints.cli.main", *SERVE_TAIL], "vllm", []),
+        (["nice", "-n", "5", "chrt", "-f", "50", "numactl", "--cpunodebind=0", "taskset", "-c", "0-7",
+          "uv", "run", "vllm", *SERVE_TAIL], "vllm",
+         ["nice", "-n", "5", "chrt", "-f", "50", "numactl", "--cpunodebind=0", "taskset", "-c", "0-7", "uv", "run"]),
+    ],
+)
+def test_launchers_of_any_shape(argv: list[str], entry: str, launcher: list[str]) -> None:
+    cmd = parse_vllm_argv(argv)
+    assert cmd.wrapper == "vllm-serve"
+    assert cmd.model == "/models/x"
+    assert cmd.flags == {"tensor-parallel-size": "8", "max-model-len": "8192"}
+    assert (cmd.entry, cmd.launcher) == (entry, launcher)
+    assert cmd.notes == []
+
+
+def test_wrapped_module_and_shell_scripts() -> None:
+    cmd = parse_vllm_argv(["conda", "run", "-n", "v", "python", "-m", "vllm.entrypoints.openai.api_server",
+                           "--model", "/m", "-tp", "2"])
+    assert (cmd.wrapper, cmd.entry, cmd.model, cmd.flags) == ("api-server-module", "module", "/m",
+                                                              {"tensor-parallel-size": "2"})
+    for argv in (["su", "vllm", "-c", "exec vllm serve /m -tp 4"],
+                 ["runuser", "-l", "vllm", "-c", "vllm serve /m -tp 4"],
+                 ["sudo", "-u", "vllm", "bash", "-c", "source /opt/env; vllm serve /m -tp 4"]):
+        cmd = parse_vllm_argv(argv)
+        assert (cmd.wrapper, cmd.model, cmd.flags) == ("bash", "/m", {"tensor-parallel-size": "4"}), argv
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bentoml", "serve", "service:svc", "--port", "3000"],  # a serve subcommand with no vLLM-only flag
+        ["python", "app.py", "serve", "x", "--host", "0.0.0.0", "--port", "80"],
+        ["sudo", "-u", "x", "/usr/bin/sleep", "100"],
+        ["uv", "sync"],
+        ["ollama", "serve"],
+    ],
+)
+def test_other_serve_commands_are_not_vllm(argv: list[str]) -> None:
+    assert parse_vllm_argv(argv).wrapper == "unknown"
+
+
+def test_is_wrapped() -> None:
+    assert not is_wrapped(parse_vllm_argv(["vllm", *SERVE_TAIL]))
+    assert not is_wrapped(parse_vllm_argv(["python", "/opt/serve_model.py", *SERVE_TAIL]))
+    assert is_wrapped(parse_vllm_argv(["sudo", "-u", "v", "vllm", *SERVE_TAIL]))
+    assert is_wrapped(parse_vllm_argv(["/opt/mywrapper", "--x", "vllm", *SERVE_TAIL]))  # may stay as the parent

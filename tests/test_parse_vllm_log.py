@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from services.vllm_log import (
+    RawValue,
     load_durations,
     parse_banner_version,
     parse_load_progress,
+    parse_non_default_args,
     parse_stats_lines,
     split_lines,
 )
@@ -337,3 +339,29 @@ def test_load_durations_older_wordings() -> None:
         "model_loading_s": 130.123456,
         "init_engine_s": 25.99,
     }
+
+
+# --- vLLM's own list of the arguments it got -----------------------------------------------------------
+
+
+def test_non_default_args_from_the_journal() -> None:
+    args = parse_non_default_args(sample("non_default_args_json_secrets.log"))
+    assert args is not None
+    assert args["model_tag"] == args["model"] == "/models/x"
+    assert (args["port"], args["max_model_len"], args["gpu_memory_utilization"]) == (8123, 65536, 0.95)
+    assert args["enable_prefix_caching"] is False and args["enable_auto_tool_choice"] is True
+    assert args["served_model_name"] == ["x-8b", "x"]
+    assert args["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
+    # A config object's repr is no literal: kept as the text vLLM logged, the rest still parsed.
+    raw = args["compilation_config"]
+    assert isinstance(raw, RawValue) and raw.startswith("CompilationConfig(mode=3")
+    assert args["hf_token"] == "hf_abcdefghijklmnop1234"  # in clear: the caller redacts (assemble does)
+
+
+def test_non_default_args_recorded_startup_and_newest_wins() -> None:
+    args = parse_non_default_args(STARTUP)
+    assert args == {"model_tag": "/models/GLM-5-FP8", "port": 8000, "tensor_parallel_size": 8,
+                    "served_model_name": ["glm-5"]}
+    two = STARTUP + "\n(APIServer pid=9) INFO 02-21 14:00:00 [utils.py:262] non-default args: {'port': 9000}\n"
+    assert parse_non_default_args(two) == {"port": 9000}
+    assert parse_non_default_args("INFO 02-21 13:26:14 [x.py:1] nothing here") is None
