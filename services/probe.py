@@ -81,6 +81,7 @@ _HELPERS = r"""
 set -u
 export LC_ALL=C SYSTEMD_COLORS=0 SYSTEMD_PAGER= PAGER=cat
 M='@@inferbot@@'
+CGR=/sys/fs/cgroup
 if [ "$(id -u)" = 0 ]; then S=''; else S='sudo -n'; fi
 b64() { base64 -w0 2>/dev/null; echo; }
 # Files the login user cannot read (another user's /proc/PID/environ, 0600 env files) go through sudo -n,
@@ -122,8 +123,7 @@ procs() {
   p=$1; cg=$2; psrc=''; l=''; sv=''
   case $cg in /*..*|'') cg='';; /*) ;; *) cg='';; esac
   if [ -n "$cg" ]; then
-    for f in "/sys/fs/cgroup$cg/cgroup.procs" "/sys/fs/cgroup/systemd$cg/cgroup.procs" \
-             "/sys/fs/cgroup/unified$cg/cgroup.procs"; do
+    for f in "$CGR$cg/cgroup.procs" "$CGR/systemd$cg/cgroup.procs" "$CGR/unified$cg/cgroup.procs"; do
       [ -r "$f" ] || continue
       l=$(sort -n -- "$f" 2>/dev/null | head -n "$PN")
       if [ -n "$l" ]; then psrc=$f; break; fi
