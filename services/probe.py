@@ -134,15 +134,23 @@ procs() {
     rows=$(cat -- "$@" 2>/dev/null | statrows)
   else
     psrc=ppid
-    rows=$(cat /proc/[0-9]*/stat 2>/dev/null | statrows | awk -v root="$p" -v max="$PN" '
-      { line[$1] = $0; kids[$2] = kids[$2] " " $1 }
+    # statrows and the walk in one awk: the stat lines' "pid (comm) S ppid" is read here directly.
+    rows=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$p" -v max="$PN" '
+      { i = index($0, " ("); k = 0
+        while ((t = index(substr($0, k + 1), ") ")) > 0) k += t
+        if (i < 2 || k <= i) next
+        comm = substr($0, i + 2, k - i - 2); gsub(/[^A-Za-z0-9_.:@+-]/, "_", comm)
+        split(substr($0, k + 2), f, " "); pid = substr($0, 1, i - 1)
+        line[pid] = pid " " f[2] " " comm; kids[f[2]] = kids[f[2]] " " pid }
       END { q[1] = root; h = 1; t = 1; c = 0
             while (h <= t && c < max) { x = q[h++]; if (x in line) { print line[x]; c++ }
               k = split(kids[x], ch, " "); for (i = 1; i <= k; i++) q[++t] = ch[i] } }')
   fi
   echo "$M procs src=$psrc"; printf '%s\n' "$rows"
   set --
-  for q in $(printf '%s\n' "$rows" | awk '{print $1}'); do [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done
+  while read -r q _; do [ -z "$q" ] || [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done <<EOF_ROWS
+$rows
+EOF_ROWS
   [ $# -gt 0 ] || return 0
   echo "$M argvs"; head -c "$CB" -- /dev/null "$@" 2>/dev/null | b64
   # The environment of the first other process that looks like a server (a wrapper that forks, such as
