@@ -101,3 +101,17 @@ def test_models_without_a_key_is_a_second_source() -> None:
     # 401 without a key is no warning about the bot's key (it holds none).
     r401 = raw(url="http://h:1", models=HttpProbe(url="http://h:1/v1/models", status=401, body="{}"))
     assert not any("refused the API key" in w for w in state(r401).warnings)
+
+
+def test_the_parent_api_server_wins_over_forked_copies_and_wrappers() -> None:
+    serve = ["/v/python3", "/v/vllm", "serve", "/m", "-tp", "2"]
+    main = ReadFile(path="/proc/100/cmdline", rc=0, data=nul("uv", "run", "vllm", "serve", "/m", "-tp", "2"))
+    procs = [ProcRow(pid=100, ppid=1, comm="uv"),
+             ProcRow(pid=90, ppid=1, comm="sudo", argv=["sudo", "-u", "x", *serve]),  # a wrapper again
+             ProcRow(pid=103, ppid=101, comm="python3", argv=serve),  # forked helper: same argv as its parent
+             ProcRow(pid=101, ppid=100, comm="python3", argv=serve),
+             ProcRow(pid=104, ppid=101, comm="VLLM::EngineCor", argv=["VLLM::EngineCore"])]
+    st = state(raw(cmdline=main, procs=procs, procs_src="/sys/fs/cgroup/system.slice/x.service/cgroup.procs"))
+    assert (st.settings_source, st.settings_pid) == ("cgroup-process", 101)
+    assert st.flags == {"tensor-parallel-size": "2"}
+    assert st.settings_note is not None and "is a wrapper (uv run)" in st.settings_note
