@@ -546,3 +546,48 @@ def _has_user(name: str) -> bool:
     except KeyError:
         return False
     return True
+
+
+async def test_launcher_process_trees(tmp_path: Path) -> None:
+    """Wrappers behave like the real ones: sudo -u, uv run and a Python launcher stay as the parent (sudo
+    resets the environment), numactl/taskset exec, the in-process launcher shows no vLLM argument."""
+    from services.sim.scenarios import (
+        launcher_node,
+        numactl_unit,
+        opaque_unit,
+        python_launcher_unit,
+        sudo_unit,
+        uv_unit,
+    )
+
+    units = [sudo_unit(port=free_port()), numactl_unit(port=free_port()), uv_unit(port=free_port()),
+             python_launcher_unit(port=free_port()), opaque_unit(port=free_port())]
+    node = await started(tmp_path, launcher_node(units))
+    try:
+        for u in units:
+            await node.wait_for(u.name, "ready", 45)
+
+        def children(pid: int) -> list[int]:
+            out = []
+            for stat in Path("/proc").glob("[0-9]*/stat"):
+                try:
+                    fields = stat.read_text().rpartition(")")[2].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == pid:
+                    out.append(int(stat.parent.name))
+            return out
+
+        sudo, numa, uv, launch, opaque = (node.state(u.name).main_pid for u in units)
+        assert split_nul(proc(sudo))[1:4] == [str(node.root / "sim/bin/sudo"), "-u", "vllm"]
+        (child,) = [c for c in children(sudo) if b"serve" in proc(c)]
+        assert split_nul(proc(child))[2:4] == ["serve", "/models/s"]
+        assert b"NCCL_DEBUG" in proc(sudo, "environ") and b"NCCL_DEBUG" not in proc(child, "environ")
+        assert split_nul(proc(numa))[1:3] == [str(node.root / "opt/serve_model.py"), "serve"]  # exec'ed
+        assert split_nul(proc(uv))[1:3] == [str(node.root / "usr/local/bin/uv"), "run"]
+        assert any(b"/models/u" in proc(c) for c in children(uv))
+        assert "serve" not in split_nul(proc(launch)) and any(b"/models/z" in proc(c) for c in children(launch))
+        assert "serve" not in split_nul(proc(opaque))
+        assert all(proc(c).startswith(b"VLLM::") for c in children(opaque))
+    finally:
+        await node.stop()
