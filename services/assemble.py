@@ -312,8 +312,8 @@ def assemble(
     if source in ("vllm-log", "api") or (source == "none" and show.main_pid):
         tried = _what_was_tried(raw, show.main_pid, main_cmd, api)
         settings_note = _fallback_note(source)
-    if log_cmd is not None:
-        redactor.add(*vllm_args.secret_values(log_cmd))
+    if log_cmd is not None and log_args is not None:
+        redactor.add(*vllm_args.secret_values(log_cmd), *_nested_secrets(log_args))
         if running is not None and source != "vllm-log":
             warnings += _cross_check_log(running, log_cmd, settings_pid or show.main_pid)
     if running is not None:
@@ -586,6 +586,17 @@ def _py_flag(value: object) -> FlagValue:
     if isinstance(value, dict):
         return json.dumps(value)
     return str(value)
+
+
+def _nested_secrets(value: object, name: str = "") -> list[str]:
+    """Values under a secret-named key at any depth of the logged arguments (a connector's ``api_key``)."""
+    if isinstance(value, dict):
+        return [v for k, x in value.items() for v in _nested_secrets(x, str(k))]
+    if isinstance(value, list | tuple):
+        return [v for x in value for v in _nested_secrets(x, name)]
+    if name and is_secret_name(name) and not isinstance(value, bool) and value is not None:
+        return [str(value)]
+    return []
 
 
 def _log_command(args: dict[str, object]) -> VllmCommand:

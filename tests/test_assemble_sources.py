@@ -115,3 +115,18 @@ def test_the_parent_api_server_wins_over_forked_copies_and_wrappers() -> None:
     assert (st.settings_source, st.settings_pid) == ("cgroup-process", 101)
     assert st.flags == {"tensor-parallel-size": "2"}
     assert st.settings_note is not None and "is a wrapper (uv run)" in st.settings_note
+
+
+def test_unreadable_proc_answers_from_the_log_and_redacts_what_it_holds() -> None:
+    log = ("(APIServer pid=100) INFO 12-02 10:00:00 [utils.py:253] non-default args: {'model_tag': '/m', "
+           "'tensor_parallel_size': 8, 'kv_transfer_config': {'kv_connector': 'X', "
+           "'kv_connector_extra_config': {'api_key': 'lmc-very-secret-1'}}, 'hf_token': 'hf_zzzzzzzzzzzz1'}")
+    cat = "# /etc/systemd/system/x.service\n[Service]\nExecStart=/v/vllm serve /m -tp 4\n"
+    r = raw(cat=cat, cmdline=ReadFile(path="/proc/100/cmdline", rc=1), vargs=log,
+            logs=log + "\nerror: connector said lmc-very-secret-1 is wrong")
+    st = state(r)
+    assert st.settings_source == "vllm-log"  # what runs, not the unit file (-tp 4) that may have been edited
+    assert (st.model, st.flags["tensor-parallel-size"], st.flags["hf-token"]) == ("/m", "8", "[redacted]")
+    assert "not readable" in " ".join(st.settings_tried)
+    dumped = json.dumps(st.model_dump(mode="json"))
+    assert "lmc-very-secret-1" not in dumped and "hf_zzzz" not in dumped
