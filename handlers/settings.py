@@ -59,9 +59,11 @@ def service_sections(st: ServiceState, ctx: Context, focus: str | None = None) -
                                text="\n".join(f"• {t}" for t in st.settings_tried)))
         elif not st.flags and st.settings_source != "none":
             out.append(Section(kind="text", text="No flags besides the model."))
-        if st.redacted_flags:
+        # Wholly secret values already read "[redacted]"; say which others had a secret taken out.
+        partly = [k for k in st.redacted_flags if st.flags.get(k) not in ("[redacted]", ["[redacted]"])]
+        if partly:
             out.append(Section(kind="context", text="redacted (secrets inside): "
-                               + ", ".join(f"--{k}" for k in st.redacted_flags)))
+                               + ", ".join(f"--{k}" for k in partly)))
     if focus in (None, "env", "nccl"):
         env = env_section(st, "NCCL_" if focus == "nccl" else None)
         if env:
