@@ -147,6 +147,13 @@ procs() {
               k = split(kids[x], ch, " "); for (i = 1; i <= k; i++) q[++t] = ch[i] } }')
   fi
   echo "$M procs src=$psrc"; printf '%s\n' "$rows"
+  # The main process is vLLM itself (`vllm serve`, its console script, the api_server module): the
+  # others are its engine and workers, whose argv tells nothing; skip reading them.
+  d=$(tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | awk '
+    NR <= 2 && $0 ~ /(^|\/)vllm$/ { v = NR } NR == v + 1 && v && $0 == "serve" { print 1; exit }
+    NR <= 2 && $0 ~ /(^|\/)python[0-9.]*$/ { py = NR } py && NR == py + 1 && $0 == "-m" { m = NR }
+    m && NR == m + 1 && $0 == "vllm.entrypoints.openai.api_server" { print 1; exit } NR > 4 { exit }')
+  [ -z "$d" ] || return 0
   set --
   while read -r q _; do [ -z "$q" ] || [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done <<EOF_ROWS
 $rows
