@@ -32,7 +32,30 @@ UNITS = {
     "json-flags.service": "json-flags",
     "drift.service": "drift",
     "corpus.service": "corpus",
+    "syntax.service": "syntax",
 }
+# Unit-file syntax corner cases; what systemd made of them is recorded in tests/samples/units/real-systemd.json.
+SYNTAX_ENV_FILE = (
+    "# comment\n; comment too\nA_PLAIN=plain value   \nA_SQ='single # not a comment'\n"
+    'A_DQ="dq \\"esc\\" \\$x \\n"\nA_CONT=one\\\ntwo\nexport A_EXPORT=ignored\nA_MID=x"y"z\n'
+    " A_LEADING = spaced\nNOEQUALS\nA_LIST=x y\n")
+
+
+def syntax_unit(port: int) -> str:
+    """A unit full of quoting, escapes, specifiers and ``$`` expansion (its own port)."""
+    return (
+        "[Unit]\nDescription=syntax corner cases\n\n[Service]\n"
+        f'Environment=PORT={port} "SPACED=a  b" EMPTY=\n'
+        "Environment='QUOTED=it is' UNIT=%n\n"
+        "EnvironmentFile=/etc/inferbot/syntax.env\n"
+        "EnvironmentFile=-/etc/inferbot/absent.env\n"
+        "ExecStart=@/usr/bin/python3 standin-renamed /usr/local/lib/standin_vllm.py serve /models/syntax-%N \\\n"
+        "  --port ${PORT} --served-model-name '%p' --tokenizer \"a\\x41b\" --chat-template 'it''s' \\\n"
+        "# a comment inside the continuation\n"
+        "  --revision pre\"mid dle\"post --code-revision $$literal --hf-overrides '{\"k\": \"100%%\"}' \\\n"
+        "  --seed ${UNSET:-5} $A_LIST --download-dir ${SPACED} $EMPTY --tokenizer-mode=${A_PLAIN} \\\n"
+        "  --quantization=fp8 tab\\tsep $NOT_SET_AT_ALL\n"
+        "\n[Install]\nWantedBy=multi-user.target\n")
 JSON_COMPILATION = '{"cudagraph_mode":"FULL_AND_PIECEWISE","max_cudagraph_capture_size":256}'
 JSON_KV = '{"kv_connector_extra_config":{"api_key":{"v":"SECRETkvNested991"}}}'
 JSON_LOADER = '{"token": 12345678901}'
@@ -104,6 +127,7 @@ def _prepare(ports: dict[str, int]) -> Any:
         (etc / "quoting.env").write_text(
             "# comment\n; also a comment\nEXTRA_ARGS=--seed 7 --max-num-seqs 64\nQUOTED_SINGLE='x y'\n"
             'QUOTED_DOUBLE="say \\"hi\\""\n')
+        (etc / "syntax.env").write_text(SYNTAX_ENV_FILE)
         (etc / "corpus.env").write_text("\n".join(s.text for s in corpus.by_where("env-file")) + "\n")
         os.chmod(etc / "corpus.env", 0o600)
         (etc / "corpus-journal.txt").write_text("\n".join(s.text for s in corpus.by_where("journal")) + "\n")
@@ -145,6 +169,7 @@ def _prepare(ports: dict[str, int]) -> Any:
                 f"ExecStart=/usr/local/bin/vllm serve /models/drift --port {ports['drift']} --max-model-len 1024",
             ]),
             "corpus.service": _corpus_unit(ports["corpus"]),
+            "syntax.service": syntax_unit(ports["syntax"]),
         }
         sysd = root / "etc/systemd/system"
         wants = sysd / "multi-user.target.wants"

@@ -55,9 +55,9 @@ def parse(argv: list[str]) -> tuple[str, dict[str, object]]:
                 args[dest] = True
                 continue
         parsed: object = value
-        if dest in INT_FLAGS:
+        if dest in INT_FLAGS and value.lstrip("-").isdigit():
             parsed = int(value)
-        elif dest in FLOAT_FLAGS:
+        elif dest in FLOAT_FLAGS and value.replace(".", "", 1).isdigit():
             parsed = float(value)
         elif dest in MULTI_FLAGS:
             parsed = [value]

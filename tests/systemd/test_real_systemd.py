@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.samples.secrets import systemd_corpus as corpus
-from tests.systemd.conftest import JSON_COMPILATION, RealNode
+from tests.sim_truth import simulated
+from tests.systemd.conftest import JSON_COMPILATION, UNITS, RealNode
 from tests.systemd.helpers import Answer, ask, state_bytes
 
 NEEDS_OTHER_BRANCH = pytest.mark.xfail(reason="needs launcher/redact branch", strict=False)
@@ -163,3 +166,45 @@ async def test_corpus_leaks_today_are_found(real_node: RealNode, tmp_path: Path)
     for shape in corpus.by_where("journal"):
         assert shape.values[0] in r.stdout, shape.name
     assert "'api_key': ['sk-corpusFlagKeyOne11', 'sk-corpusFlagKeyTwo22']" in r.stdout  # non-default args
+
+
+AMBIENT = {"LANG", "LANGUAGE", "PATH", "INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID", "HOME", "LOGNAME",
+           "USER", "SHELL", "NOTIFY_SOCKET", "MANAGERPID"}
+RECORDING = Path(__file__).parents[1] / "samples/units/real-systemd.json"
+
+
+def observed(node: RealNode, unit: str) -> dict[str, Any]:
+    """What real systemd made of ``unit``: the files it read, and the main process's argv and environment."""
+    c = node.container
+    pid = c.run("systemctl", "show", "-p", "MainPID", "--value", unit).stdout.strip()
+    argv = c.run("cat", f"/proc/{pid}/cmdline").stdout.split("\0")[:-1]
+    environ = dict(e.partition("=")[::2] for e in c.run("cat", f"/proc/{pid}/environ").stdout.split("\0") if e)
+    fragment_name = re.sub(r"@[^.]+\.", "@.", unit)
+    text = c.path(f"/etc/systemd/system/{fragment_name}").read_text()
+    files = {}
+    for line in text.splitlines():
+        if line.startswith("EnvironmentFile="):
+            p = line.split("=", 1)[1].lstrip("-")
+            if c.path(p).exists():
+                files[p] = c.path(p).read_text()
+    return {"unit": unit, "fragment": fragment_name, "text": text, "env_files": files, "argv": argv,
+            "env": {k: v for k, v in environ.items() if k not in AMBIENT}}
+
+
+def test_simulator_reads_units_like_real_systemd(real_node: RealNode, tmp_path: Path) -> None:
+    """The simulator's own unit reader gives the argv and environment the real systemd gave the process."""
+    cases = [observed(real_node, u) for u in (*UNITS, real_node.template_unit)]
+    mismatches = []
+    for case in cases:
+        argv, env = simulated(case, tmp_path)
+        real_argv = case["argv"]
+        if real_argv[:1] != argv[:1] and real_argv[1:2] == argv[:1]:
+            real_argv = real_argv[1:]  # a script's shebang interpreter comes first in /proc
+        if case["unit"] == "sudo-vllm.service":
+            env = {k: v for k, v in env.items() if k in case["env"]}
+        if (real_argv, case["env"]) != (argv, env):
+            mismatches.append((case["unit"], real_argv, argv, case["env"], env))
+    assert not mismatches, mismatches
+    if os.environ.get("INFERBOT_RECORD_SYSTEMD"):
+        keep = [c for c in cases if c["unit"] in ("syntax.service", "quoting.service", real_node.template_unit)]
+        RECORDING.write_text(json.dumps(keep, indent=1, ensure_ascii=False) + "\n")
