@@ -34,6 +34,24 @@ UNITS = {
     "corpus.service": "corpus",
     "syntax.service": "syntax",
 }
+# More launcher shapes: service name -> ExecStart ({port} filled in); each serves /models/<name> with
+# --max-model-len 3072. Some exec (the server is MainPID), some stay the parent (the server is a child).
+LAUNCHERS = {
+    "nice": "/usr/bin/nice -n 5 /usr/local/bin/vllm serve /models/nice --port {port} --max-model-len 3072",
+    "numactl": "/usr/bin/numactl --interleave=all /opt/venv/bin/python /opt/serve_model.py serve /models/numactl "
+               "--port {port} --max-model-len 3072",
+    "taskset": "/usr/bin/taskset -c 0 /opt/venv/bin/python /opt/serve_model.py serve /models/taskset --port {port} "
+               "--max-model-len 3072",
+    "runuser": "/usr/sbin/runuser -u vllm -- /usr/local/bin/vllm serve /models/runuser --port {port} "
+               "--max-model-len 3072",
+    "setpriv": "/usr/bin/setpriv --reuid=vllm --regid=vllm --clear-groups /usr/local/bin/vllm serve /models/setpriv "
+               "--port {port} --max-model-len 3072",
+    "module": "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /models/module --port {port} "
+              "--max-model-len 3072",
+    "bash-exec": "/bin/bash -c 'exec /usr/local/bin/vllm serve /models/bash-exec --port {port} --max-model-len 3072'",
+    "sh-child": "/bin/sh -c '/usr/local/bin/vllm serve /models/sh-child --port {port} --max-model-len 3072; exit 1'",
+}
+UNITS.update({f"launch-{name}.service": name for name in LAUNCHERS})
 # Unit-file syntax corner cases; what systemd made of them is recorded in tests/samples/units/real-systemd.json.
 SYNTAX_ENV_FILE = (
     "# comment\n; comment too\nA_PLAIN=plain value   \nA_SQ='single # not a comment'\n"
@@ -123,6 +141,12 @@ def _prepare(ports: dict[str, int]) -> Any:
             "--tensor-parallel-size 4 --max-model-len 16384\n"
             'rc=$?\necho "server exited with $rc"\nexit $rc\n')
         os.chmod(launch, 0o755)
+        # `python -m vllm.entrypoints.openai.api_server` finds the stand-in as that module.
+        pkg = root / "usr/local/lib/python3.11/dist-packages/vllm/entrypoints/openai"
+        pkg.mkdir(parents=True)
+        for d in (pkg, pkg.parent, pkg.parent.parent):
+            (d / "__init__.py").write_text("")
+        (pkg / "api_server.py").write_text(text)
         etc = root / "etc/inferbot"
         (etc / "quoting.env").write_text(
             "# comment\n; also a comment\nEXTRA_ARGS=--seed 7 --max-num-seqs 64\nQUOTED_SINGLE='x y'\n"
@@ -170,6 +194,8 @@ def _prepare(ports: dict[str, int]) -> Any:
             ]),
             "corpus.service": _corpus_unit(ports["corpus"]),
             "syntax.service": syntax_unit(ports["syntax"]),
+            **{f"launch-{n}.service": _unit(f"launcher {n}", [f"ExecStart={cmd.format(port=ports[n])}"])
+               for n, cmd in LAUNCHERS.items()},
         }
         sysd = root / "etc/systemd/system"
         wants = sysd / "multi-user.target.wants"
