@@ -97,8 +97,11 @@ def rootfs() -> tuple[Path, float]:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be building the same key
         if (dest / ".inferbot-ready").exists():
             return dest, 0.0
+        for stale in CACHE.glob(f".build-{SUITE}-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # left by a killed run: we hold the lock, nobody builds it
         t0 = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".build-{SUITE}-", dir=CACHE))
+        os.chmod(tmp, 0o755)  # it becomes the container's "/": mkdtemp's 0700 would lock out every non-root user
         try:
             subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
                             str(tmp), apt_mirror()], check=True, capture_output=True, timeout=1200)
