@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,15 @@ from tests.sshd import ClientKey
 from tests.systemd import container as ct
 
 STANDIN = Path(__file__).with_name("standin_vllm.py")
+_WHY_NOT = ct.missing_requirements()
+if _WHY_NOT is not None and not os.environ.get("CI"):
+    collect_ignore_glob = ["test_*.py"]  # one summary line below instead of a skip per test
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once that the tier did not run, and what it needs."""
+    if _WHY_NOT is not None and not os.environ.get("CI"):
+        terminalreporter.write_line(f"real-systemd tier skipped: it {_WHY_NOT}")
 # Unit name -> service name the bot is configured with.
 UNITS = {
     "vllm-std.service": "std",
@@ -123,7 +132,7 @@ def _corpus_unit(port: int) -> str:
     ])
 
 
-def _prepare(ports: dict[str, int]) -> Any:
+def _prepare(ports: dict[str, int]) -> Callable[[Path], None]:
     def prepare(root: Path) -> None:
         lib = root / "usr/local/lib/standin_vllm.py"
         shutil.copy(STANDIN, lib)

@@ -21,7 +21,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,7 +189,7 @@ def _overlay(lower: Path, work: Path) -> tuple[Path, list[Path]]:
 
 
 @contextlib.contextmanager
-def booted(client_public_key: str, prepare: object = None) -> Iterator[Container]:
+def booted(client_public_key: str, prepare: Callable[[Path], None] | None = None) -> Iterator[Container]:
     """Boot a fresh container; ``prepare(root)`` writes units and files into its root before boot."""
     base, build_s = rootfs()
     work = Path(tempfile.mkdtemp(prefix="inferbot-nspawn-", dir="/var/tmp"))
@@ -208,7 +208,7 @@ def booted(client_public_key: str, prepare: object = None) -> Iterator[Container
     subprocess.run(["chroot", str(root), "chown", "-R", f"{LOGIN_USER}:{LOGIN_USER}", f"/home/{LOGIN_USER}"],
                    check=True)
     os.chmod(ssh_dir, 0o700)
-    if callable(prepare):
+    if prepare is not None:
         prepare(root)
     log = work / "nspawn.log"
     name = f"inferbot-{os.getpid()}"
