@@ -61,6 +61,7 @@ LAUNCHERS = {
     "sh-child": "/bin/sh -c '/usr/local/bin/vllm serve /models/sh-child --port {port} --max-model-len 3072; exit 1'",
 }
 UNITS.update({f"launch-{name}.service": name for name in LAUNCHERS})
+FAILING_UNIT = "corpus-fail.service"  # not in UNITS: it is meant to fail
 # Unit-file syntax corner cases; what systemd made of them is recorded in tests/samples/units/real-systemd.json.
 SYNTAX_ENV_FILE = (
     "# comment\n; comment too\nA_PLAIN=plain value   \nA_SQ='single # not a comment'\n"
@@ -106,6 +107,7 @@ class RealNode:
         """A bot config with one node (the container) and a service per test unit."""
         services = [{"name": s, "node": "real", "unit": u} for u, s in UNITS.items()]
         services.append({"name": "tmpl", "node": "real", "unit": self.template_unit})
+        services.append({"name": "corpus-fail", "node": "real", "unit": FAILING_UNIT})
         return BotConfig.model_validate({
             "nodes": [{"name": "real", "host": "127.0.0.1", "port": self.container.ssh_port, "user": ct.LOGIN_USER,
                        "key_file": str(self.key.private), "known_hosts": str(self.known_hosts), "timeout": 15}],
@@ -163,6 +165,10 @@ def _prepare(ports: dict[str, int]) -> Callable[[Path], None]:
         (etc / "syntax.env").write_text(SYNTAX_ENV_FILE)
         (etc / "corpus.env").write_text("\n".join(s.text for s in corpus.by_where("env-file")) + "\n")
         os.chmod(etc / "corpus.env", 0o600)
+        # Its own unit's secrets only: a value seen in another unit is not this unit's to know.
+        (etc / "corpus-fail.txt").write_text("\n".join(
+            s.text.split("] ", 1)[-1] for s in corpus.by_where("journal") if s.name != corpus.CROSS_UNIT) + "\n")
+        os.chmod(etc / "corpus-fail.txt", 0o600)
         (etc / "corpus-journal.txt").write_text("\n".join(s.text for s in corpus.by_where("journal")) + "\n")
         os.chmod(etc / "corpus-journal.txt", 0o600)
         units = {
@@ -203,6 +209,12 @@ def _prepare(ports: dict[str, int]) -> Callable[[Path], None]:
             ]),
             "corpus.service": _corpus_unit(ports["corpus"]),
             "syntax.service": syntax_unit(ports["syntax"]),
+            FAILING_UNIT: (
+                "[Unit]\nDescription=fails at startup with secrets in its error lines\n\n[Service]\n"
+                "Environment=STANDIN_FAIL_FILE=/etc/inferbot/corpus-fail.txt\n"
+                f"ExecStart=/usr/local/bin/vllm serve /models/corpus-fail --port {ports['corpus-fail']} "
+                f"{' '.join(s.text for s in corpus.by_where('flag'))}\n"
+                "Restart=no\n\n[Install]\nWantedBy=multi-user.target\n"),
             **{f"launch-{n}.service": _unit(f"launcher {n}", [f"ExecStart={cmd.format(port=ports[n])}"])
                for n, cmd in LAUNCHERS.items()},
         }
@@ -228,13 +240,14 @@ def real_node() -> Iterator[RealNode]:
         pytest.skip(f"real-systemd tier {why}")
     d = Path(tempfile.mkdtemp(prefix="inferbot-real-"))
     key = ClientKey(d)
-    ports = {name: ct.free_port() for name in (*UNITS.values(), "tmpl")}
+    ports = {name: ct.free_port() for name in (*UNITS.values(), "tmpl", "corpus-fail")}
     with ct.booted(key.public.read_text(), _prepare(ports)) as c:
         known_hosts = d / "known_hosts"
         known_hosts.write_text(c.known_hosts_line() + "\n")
         node = RealNode(container=c, ports=ports, key=key, known_hosts=known_hosts)
         c.wait_active([*UNITS, node.template_unit])
-        c.wait_listening(list(ports.values()))
+        c.wait_listening([p for n, p in ports.items() if n != "corpus-fail"])
+        c.wait_state(FAILING_UNIT, "failed")
         print(f"\nreal-systemd tier: rootfs build {c.build_seconds:.1f} s, boot {c.boot_seconds:.1f} s")
         yield node
     shutil.rmtree(d, ignore_errors=True)

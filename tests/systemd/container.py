@@ -154,6 +154,14 @@ class Container:
                 raise RuntimeError(f"units not active:\n{r.stdout}\n{st.stdout[-4000:]}")
             time.sleep(0.3)
 
+    def wait_state(self, unit: str, state: str, timeout: float = 60) -> None:
+        """Wait until ``systemctl is-active unit`` says ``state`` (e.g. ``failed``)."""
+        deadline = time.monotonic() + timeout
+        while (now := self.run("systemctl", "is-active", unit, check=False).stdout.strip()) != state:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{unit} is {now}, not {state}")
+            time.sleep(0.3)
+
     def wait_listening(self, ports: list[int], timeout: float = 30) -> None:
         """Wait until something listens on every loopback port."""
         deadline = time.monotonic() + timeout

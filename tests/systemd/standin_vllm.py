@@ -94,6 +94,15 @@ def main() -> None:
         with open(extra) as f:
             for line in f.read().splitlines():
                 print(f"(APIServer pid={pid}) {line}", flush=True)
+    fail = os.environ.get("STANDIN_FAIL_FILE")
+    if fail and os.path.exists(fail):
+        # A failed start: the error lines (secrets in them) end the log, then the process exits 1.
+        with open(fail) as f:
+            for line in f.read().splitlines():
+                print(f"(EngineCore pid={pid}) ERROR {time.strftime('%m-%d %H:%M:%S')} [core.py:708] {line}",
+                      flush=True)
+        print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
+        sys.exit(1)
     log(f"Using max model len {max_len}", "model.py", 1742)
     log(f"Starting vLLM server on http://{host}:{port}", "api_server.py", 1921)
 

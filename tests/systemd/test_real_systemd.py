@@ -156,7 +156,10 @@ async def test_no_corpus_secret_in_any_output(real_node: RealNode, tmp_path: Pat
     answers = [await ask(cfg, q) for q in (
         "settings for corpus", "status", "logs corpus 200", "what changed on corpus?", "settings for corpus",
         "is corpus ready yet?", "logs nosuchservice 5", "settings for corpus on nosuchnode",
+        "settings for corpus-fail", "logs corpus-fail 100", "is corpus-fail ready yet?",
     )]
+    failed = answers[8].service()
+    assert failed["state"] == "failed" and failed["reason"], failed  # the error path, with secrets in its log
     assert answers[0].service()["state"] == "ready"
     assert answers[2].json["intent"] == "logs" and "Application startup complete." in answers[2].everything()
     outputs = {f"answer {i}": a.everything() for i, a in enumerate(answers)}
