@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need, then runs ruff, mypy and pytest.
-# Debian packages (openssh-server for the real-sshd tests, curl used by the probe) are installed when
-# running as root; otherwise it says which to install.
+# Debian packages (openssh-server for the real-sshd tests, curl used by the probe, systemd-container and
+# debootstrap for the real-systemd tier) are installed when running as root; otherwise it says which to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,11 +9,17 @@ need=()
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# The real-systemd tier (tests/systemd) boots a Debian container; it needs root, so only root installs them.
+if [ "$(id -u)" = 0 ]; then
+  command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing Debian packages: ${need[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    # Another process may hold the dpkg lock for a moment: wait for it instead of failing.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=120 "${need[@]}" >/dev/null
   else
     echo "tests need: ${need[*]} — run: sudo apt-get install -y ${need[*]}" >&2
     exit 1

@@ -1,7 +1,8 @@
 """What the simulated systemd needs from a unit's files to run it and to render ``systemctl show``.
 
-Value semantics (quoting, escapes, ``$VAR``/``${VAR}``, ``%`` specifiers, env files) come from
-``services.unitfile``; this module only walks sections and keys and keeps what running needs.
+Value semantics (quoting, escapes, ``$VAR``/``${VAR}``, ``%`` specifiers, env files) come from the
+simulator's own ``services.sim.systemd_syntax``, never from the product's ``services.unitfile``: the
+simulator is the test's truth and must not share the bugs of the code under test.
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.unitfile import (
-    logical_lines,
-    parse_env_file,
-    parse_environment_assignments,
-    split_command,
-    unit_specifiers,
+from services.sim.systemd_syntax import (
+    command_words,
+    environment_file,
+    environment_line,
+    expand_argv,
+    name_specifiers,
+    unit_lines,
 )
 
 _PREFIX_CHARS = "-@:+!|"
-_DOLLAR = "\ue000"  # stands for "$" while splitting for display, so nothing is expanded
 
 
 @dataclass
@@ -37,11 +38,9 @@ class ExecLine:
         rest = self.raw.lstrip()
         while rest and rest[0] in _PREFIX_CHARS:
             rest = rest[1:]
-        if self.no_env:
-            words = split_command(rest.replace("$", _DOLLAR), {}, spec)
-            words = [w.replace(_DOLLAR, "$") for w in words]
-        else:
-            words = split_command(rest, env, spec)
+        words = command_words(rest, spec)
+        if not self.no_env:
+            words = expand_argv(words, env)
         return words[1:] if self.argv0_override else words
 
 
@@ -83,7 +82,7 @@ class LoadedUnit:
                 if optional:
                     continue
                 raise
-            env.update(parse_env_file(text))
+            env.update(environment_file(text))
         return env
 
 
@@ -109,7 +108,7 @@ def exec_line(value: str, spec: dict[str, str]) -> ExecLine:
     while rest and rest[0] in _PREFIX_CHARS:
         prefix += rest[0]
         rest = rest[1:]
-    words = [w.replace(_DOLLAR, "$") for w in split_command(rest.replace("$", _DOLLAR), {}, spec)]
+    words = command_words(rest, spec)
     path = words[0] if words else ""
     if path and "/" not in path:
         path = shutil.which(path, path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") or path
@@ -128,16 +127,14 @@ def load_unit(name: str, fragment: Path, extra_specifiers: dict[str, str] | None
         if d.is_dir():
             drop_ins.extend(sorted(p for p in d.iterdir() if p.suffix == ".conf"))
     drop_ins.sort(key=lambda p: p.name)
-    spec = unit_specifiers(name)
+    spec = name_specifiers(name)
     spec.update({"h": "/root", "u": "root", "U": "0", "H": os.uname().nodename, "t": "/run"})
     if extra_specifiers:
         spec.update(extra_specifiers)
     unit = LoadedUnit(name=name, fragment=fragment, drop_ins=drop_ins, specifiers=spec)
     for path in unit.paths:
         section = ""
-        for header, line in logical_lines(path.read_text()):
-            if header is not None or not line:
-                continue  # a plain unit file has no `systemctl cat` headers; a comment that looks like one
+        for line in unit_lines(path.read_text()):
             if line.startswith("[") and line.endswith("]"):
                 section = line[1:-1]
                 continue
@@ -168,7 +165,7 @@ def _apply(u: LoadedUnit, section: str, key: str, value: str, spec: dict[str, st
             else:
                 u.exec_start_pre.clear()
         elif key == "Environment":
-            assigned = parse_environment_assignments(value, spec)
+            assigned = environment_line(value, spec)
             if assigned is None:
                 u.environment.clear()
             else:
