@@ -39,7 +39,7 @@ ALICE, BOB, CAROL, EVE = "U0ALICE", "U0BOB", "U0CAROL", "U0EVE"
 OPS, OTHER, NOTIFY = "C0OPS", "C0OTHER", "C0NOTIFY"
 SRE = "S0SRE"
 THREAD = "1700000000.000100"
-RESTART_CMD = "sudo -n systemctl restart vllm-kimi-k25-int4.service"
+RESTART_CMD = "sudo -n systemctl restart -- vllm-kimi-k25-int4.service"  # issue 10: "--" before the unit
 
 
 def kimi(**unit: Any) -> NodeScenario:
