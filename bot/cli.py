@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -84,9 +85,49 @@ async def ask(config: BotConfig, question: str, as_json: bool) -> int:
 
 def _load(path: str | None) -> BotConfig:
     try:
-        return load_config(path)
+        config = load_config(path)
     except ConfigError as e:
         raise UsageError(str(e)) from None
+    problem = state_dir_problem(config)
+    if problem:
+        raise UsageError(problem)
+    return config
+
+
+def state_dir_problem(config: BotConfig) -> str | None:
+    """Why the state directory can't hold the database (one line naming ``[state] dir`` and the fix), or None.
+
+    Checked before any command runs, so a bad directory is exit 2 with one line, not a traceback from
+    SQLite halfway through an answer. A configured directory must exist (a typo must not silently start
+    an empty database, losing locks and history); the default one is created on first use.
+    """
+    if config.state.url:
+        return None
+    configured = config.state.dir is not None
+    d = config.state.directory()
+    key = f"[state] dir {d}" if configured else f"the default state directory {d} ([state] dir)"
+    if d.exists() and not d.is_dir():
+        return f"{key} is a file, not a directory — set [state] dir to a directory the bot may write"
+    if not d.exists():
+        if configured:
+            return f"{key} does not exist — create it (mkdir -p {d}) or set [state] dir to an existing directory"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"{key} cannot be created: {e.strerror} — set [state] dir to a directory the bot may write"
+    db = d / "inferbot.sqlite3"
+    try:
+        # A real write, not os.access(): root passes access() checks a read-only mount still refuses.
+        with tempfile.TemporaryFile(dir=d):
+            pass
+        if db.exists():
+            with db.open("r+b"):
+                pass
+    except OSError as e:
+        what = f"{db} is" if db.exists() and e.filename == str(db) else f"{key} is"
+        return (f"{what} not writable ({e.strerror}) — let the bot's user write it "
+                f"(chown/chmod) or set [state] dir to a directory it may write")
+    return None
 
 
 async def _run(args: argparse.Namespace) -> int:
