@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--force", action="store_true", help="skip the cooldown (recorded as forced)")
     restart.add_argument("--wait", action="store_true", help="follow the load until ready or failed")
     restart.add_argument("--yes", metavar="SERVICE", help="confirm non-interactively by naming the service")
+    restart.add_argument("--clear-lock", action="store_true",
+                         help="show and clear a stale in-flight restart lock of SERVICE (audited); restarts nothing")
     return p
 
 
@@ -150,7 +152,7 @@ async def _run(args: argparse.Namespace) -> int:
         from bot.restart_cli import run_restart
 
         return await run_restart(_load(args.config), args.service, force=args.force, wait=args.wait,
-                                 confirm=args.yes)
+                                 confirm=args.yes, clear=args.clear_lock)
     raise UsageError(f"unknown command {args.cmd}")
 
 
