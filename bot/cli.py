@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from bot.app import runtime
@@ -103,21 +104,26 @@ def state_dir_problem(config: BotConfig) -> str | None:
     SQLite halfway through an answer. A configured directory must exist (a typo must not silently start
     an empty database, losing locks and history); the default one is created on first use.
     """
+    url = config.state.database_url()
+    if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+        return None  # another database (PostgreSQL): its own errors are clear enough
+    db = Path(url.removeprefix("sqlite:///"))
+    d = db.parent
+    configured = config.state.dir is not None or bool(config.state.url)
+    setting = "[state] url" if config.state.url else "[state] dir"
     if config.state.url:
-        return None
-    configured = config.state.dir is not None
-    d = config.state.directory()
-    key = f"[state] dir {d}" if configured else f"the default state directory {d} ([state] dir)"
+        key = f"the directory {d} of the [state] url database"
+    else:
+        key = f"[state] dir {d}" if configured else f"the default state directory {d} ([state] dir)"
     if d.exists() and not d.is_dir():
-        return f"{key} is a file, not a directory — set [state] dir to a directory the bot may write"
+        return f"{key} is a file, not a directory — set {setting} to a directory the bot may write"
     if not d.exists():
         if configured:
-            return f"{key} does not exist — create it (mkdir -p {d}) or set [state] dir to an existing directory"
+            return f"{key} does not exist — create it (mkdir -p {d}) or set {setting} to an existing directory"
         try:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            return f"{key} cannot be created: {e.strerror} — set [state] dir to a directory the bot may write"
-    db = d / "inferbot.sqlite3"
+            return f"{key} cannot be created: {e.strerror} — set {setting} to a directory the bot may write"
     try:
         # A real write, not os.access(): root passes access() checks a read-only mount still refuses.
         with tempfile.TemporaryFile(dir=d):
@@ -128,7 +134,7 @@ def state_dir_problem(config: BotConfig) -> str | None:
     except OSError as e:
         what = f"{db} is" if db.exists() and e.filename == str(db) else f"{key} is"
         return (f"{what} not writable ({e.strerror}) — let the bot's user write it "
-                f"(chown/chmod) or set [state] dir to a directory it may write")
+                f"(chown/chmod) or set {setting} to a directory it may write")
     return None
 
 

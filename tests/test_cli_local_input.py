@@ -6,6 +6,7 @@ loopback port: nothing here needs a reachable node, and no command gets as far a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.sshd import login_user
+from services.sim.scenarios import KIMI_UNIT, kimi_node
+from tests.conftest import MakeCluster
+from tests.sshd import free_port, login_user
 
 INFERBOT = str(Path(sys.executable).parent / "inferbot")
 CONFIG = """
@@ -113,7 +116,45 @@ def test_config_not_utf8_and_empty_config_are_exit_2(workdir: Path) -> None:
         assert_one_line(run(cmd, empty), "empty.toml: the config is empty", "[[nodes]]")
 
 
+def test_state_url_in_a_missing_directory_is_exit_2(workdir: Path) -> None:
+    config = write_config(workdir, str(workdir))
+    config.write_text(config.read_text().replace(f'dir = "{workdir}"', f'url = "sqlite:///{workdir}/nope/x.db"'))
+    assert_one_line(run(["ask", "status"], config), "[state] url", f"mkdir -p {workdir}/nope")
+
+
 def test_trailing_newline_in_unit_is_exit_2(workdir: Path) -> None:
     config = write_config(workdir, str(workdir))
     config.write_text(config.read_text().replace('unit = "vllm-kimi.service"', 'unit = "vllm-kimi.service\\n"'))
     assert_one_line(run(["check"], config), "[[services]] #1 ('kimi') → unit")
+
+
+async def test_broken_store_is_one_line_not_a_traceback_per_answer(make_cluster: MakeCluster, workdir: Path) -> None:
+    cluster = await make_cluster({"gpu-a": kimi_node(fast=True, port=free_port())})
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
+    node = cluster.config.nodes[0]
+    state = workdir / "state"
+    state.mkdir()
+    (state / "inferbot.sqlite3").write_bytes(b"this is not an SQLite database\n" * 200)
+    config = workdir / "inferbot.toml"
+    config.write_text(f"""
+[[nodes]]
+name = "gpu-a"
+host = "{node.host}"
+port = {node.port}
+user = "{node.user}"
+key_file = "{node.key_file}"
+known_hosts = "{node.known_hosts}"
+
+[[services]]
+name = "kimi"
+node = "gpu-a"
+unit = "{KIMI_UNIT}"
+
+[state]
+dir = "{state}"
+""")
+    done = await asyncio.to_thread(run, ["ask", "status"], config)
+    assert done.returncode == 0, done.stderr
+    assert "kimi on gpu-a" in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len([ln for ln in done.stderr.splitlines() if "state store unavailable" in ln]) == 1, done.stderr
