@@ -22,6 +22,7 @@ SLACK_USER_RE = re.compile(r"^[UW][A-Z0-9]{2,}\Z")
 SLACK_GROUP_RE = re.compile(r"^S[A-Z0-9]{2,}\Z")
 SLACK_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,}\Z")
 API_URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/\-]*)?\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 PATH_RE = re.compile(r"^[A-Za-z0-9._/~@+][A-Za-z0-9._/~@+\-]*\Z")
 
 
@@ -141,6 +142,13 @@ class Service(_Strict):
     log_file: RemotePath | None = None
     bench_dir: RemotePath | None = None
     access: AccessPolicy | None = None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str | None) -> str | None:
+        if v is not None and not ENV_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not an environment variable name (like 'KIMI_API_KEY')")
+        return v
 
     @field_validator("api_url")
     @classmethod

@@ -107,6 +107,7 @@ SVC = NODE + "[[services]]\nname='k'\nnode='a'\nunit='x.service'\n"
         (NODE + '[[services]]\nname="k\\n"\nnode="a"\nunit="x.service"\n', "[[services]] #1 ('k\\n') → name"),
         (SVC + 'log_file="/v/l\\n"\n', "[[services]] #1 ('k') → log_file"),
         (SVC + 'api_url="http://h:1\\n"\n', "[[services]] #1 ('k') → api_url"),
+        (SVC + 'api_key_env="KIMI_KEY\\n"\n', "[[services]] #1 ('k') → api_key_env"),
         ('[access]\nrestart_users=["U01ABCDEF\\n"]\n', "access → restart_users"),
         ('[access]\nrestart_usergroups=["S01ABCDEF\\n"]\n', "access → restart_usergroups"),
         ('[access]\nrestart_channels=["C01ABCDEF\\n"]\n', "access → restart_channels"),
