@@ -7,7 +7,9 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from bot.app import runtime
@@ -62,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--force", action="store_true", help="skip the cooldown (recorded as forced)")
     restart.add_argument("--wait", action="store_true", help="follow the load until ready or failed")
     restart.add_argument("--yes", metavar="SERVICE", help="confirm non-interactively by naming the service")
+    restart.add_argument("--clear-lock", action="store_true",
+                         help="show and clear a stale in-flight restart lock of SERVICE (audited); restarts nothing")
     return p
 
 
@@ -84,9 +88,54 @@ async def ask(config: BotConfig, question: str, as_json: bool) -> int:
 
 def _load(path: str | None) -> BotConfig:
     try:
-        return load_config(path)
+        config = load_config(path)
     except ConfigError as e:
         raise UsageError(str(e)) from None
+    problem = state_dir_problem(config)
+    if problem:
+        raise UsageError(problem)
+    return config
+
+
+def state_dir_problem(config: BotConfig) -> str | None:
+    """Why the state directory can't hold the database (one line naming ``[state] dir`` and the fix), or None.
+
+    Checked before any command runs, so a bad directory is exit 2 with one line, not a traceback from
+    SQLite halfway through an answer. A configured directory must exist (a typo must not silently start
+    an empty database, losing locks and history); the default one is created on first use.
+    """
+    url = config.state.database_url()
+    if not url.startswith("sqlite:///") or url.endswith(":memory:"):
+        return None  # another database (PostgreSQL): its own errors are clear enough
+    db = Path(url.removeprefix("sqlite:///"))
+    d = db.parent
+    configured = config.state.dir is not None or bool(config.state.url)
+    setting = "[state] url" if config.state.url else "[state] dir"
+    if config.state.url:
+        key = f"the directory {d} of the [state] url database"
+    else:
+        key = f"[state] dir {d}" if configured else f"the default state directory {d} ([state] dir)"
+    if d.exists() and not d.is_dir():
+        return f"{key} is a file, not a directory — set {setting} to a directory the bot may write"
+    if not d.exists():
+        if configured:
+            return f"{key} does not exist — create it (mkdir -p {d}) or set {setting} to an existing directory"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"{key} cannot be created: {e.strerror} — set {setting} to a directory the bot may write"
+    try:
+        # A real write, not os.access(): root passes access() checks a read-only mount still refuses.
+        with tempfile.TemporaryFile(dir=d):
+            pass
+        if db.exists():
+            with db.open("r+b"):
+                pass
+    except OSError as e:
+        what = f"{db} is" if db.exists() and e.filename == str(db) else f"{key} is"
+        return (f"{what} not writable ({e.strerror}) — let the bot's user write it "
+                f"(chown/chmod) or set {setting} to a directory it may write")
+    return None
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -109,7 +158,7 @@ async def _run(args: argparse.Namespace) -> int:
         from bot.restart_cli import run_restart
 
         return await run_restart(_load(args.config), args.service, force=args.force, wait=args.wait,
-                                 confirm=args.yes)
+                                 confirm=args.yes, clear=args.clear_lock)
     raise UsageError(f"unknown command {args.cmd}")
 
 

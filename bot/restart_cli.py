@@ -1,15 +1,20 @@
-"""``inferbot restart SERVICE [--force] [--wait] [--yes SERVICE]``: the guarded restart from a terminal.
+"""``inferbot restart SERVICE [--force] [--wait] [--yes SERVICE] [--clear-lock]``: the guarded restart from a terminal.
 
 Whoever has the config and a shell passes the "who" check; everything else is the Slack flow's: the same
 state checks (reachable, nothing in flight, cooldown unless ``--force``), the same impact, the same single
 execution and audit. Instead of a button the person types the service name back (``--yes NAME`` for
 scripts). With ``--wait`` the load is followed with a live progress line until ready (exit 0) or failed
-(exit 1). Without it, a running ``inferbot serve`` on the same state database picks the load up.
+(exit 1). Without it, a running ``inferbot serve`` on the same state database picks the load up; with no
+bot running, the next ``inferbot restart`` sees that the load is over and ends its lock. ``--clear-lock``
+shows and clears (audited) a lock whose restart is stuck. The audit names the OS user:
+``terminal:alice`` (``terminal:root (sudo by alice)`` under sudo).
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
+import os
 import sys
 from datetime import timedelta
 from typing import TextIO
@@ -20,12 +25,25 @@ from handlers.audit import record
 from handlers.context import Asker, Context
 from handlers.follow import follow_key, poll_follow
 from handlers.notify import RecordingNotifier
-from handlers.restart import impact, new_request_id, run_confirmed, state_checks
+from handlers.restart import clear_lock, impact, new_request_id, run_confirmed, state_checks
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 WHO = "terminal"
+
+
+def terminal_user() -> str:
+    """Who runs this terminal command, for the audit: ``terminal:<user>``, and the sudo caller when there is one."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (containers)
+        user = f"uid {os.getuid()}"
+    who = f"{WHO}:{user}"
+    sudo = os.environ.get("SUDO_USER")
+    if sudo and sudo != user:
+        who += f" (sudo by {sudo})"
+    return who[:200]
 
 
 def _pick(config: BotConfig, name: str) -> tuple[Service | None, str]:
@@ -47,19 +65,24 @@ async def _ask(prompt: str) -> str:
 
 
 async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, confirm: str | None,
-                      *, out: TextIO | None = None) -> int:
-    """The terminal restart; returns the exit status."""
+                      *, out: TextIO | None = None, clear: bool = False) -> int:
+    """The terminal restart (or, with ``clear``, clearing its in-flight lock); returns the exit status."""
     out = out or sys.stdout
     svc, problem = _pick(config, service)
     if svc is None:
         print(problem, file=out)
         return EXIT_USAGE
+    who = terminal_user()
     async with runtime(config) as rt:
         notifier = RecordingNotifier()
         rt.notifier = notifier
-        ctx = rt.context(Asker(surface="cli"))
+        ctx = rt.context(Asker(surface="cli", user_id=who))
         store = rt.store
         assert store is not None
+        if clear:
+            _removed, cleared = await clear_lock(ctx, svc)
+            print(cleared, file=out)
+            return EXIT_OK
         refusal, st = await state_checks(ctx, svc, force)
         if refusal is not None:
             await record(ctx, "restart.refused", svc.name, svc.node, refusal)
@@ -79,15 +102,15 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
             return EXIT_REFUSED
         now = ctx.now()
         request_id = "t-" + new_request_id().removeprefix("r-")
-        await store.create_request(request_id, svc.name, svc.node, svc.unit, WHO, None, None, now,
+        await store.create_request(request_id, svc.name, svc.node, svc.unit, who, None, None, now,
                                    now + timedelta(minutes=5), force)
         await record(ctx, "restart.requested", svc.name, svc.node, f"from the terminal; {unavailable}"
                      + ("; FORCED past the cooldown" if force else ""), request_id=request_id)
-        await store.transition_request(request_id, {"pending"}, "confirmed", WHO, now)
+        await store.transition_request(request_id, {"pending"}, "confirmed", who, now)
         await record(ctx, "restart.confirmed", svc.name, svc.node, "typed the name back", request_id=request_id)
         req = await store.get_request(request_id)
         assert req is not None
-        outcome = await run_confirmed(ctx, req, svc, config.access_for(svc), WHO, now)
+        outcome = await run_confirmed(ctx, req, svc, config.access_for(svc), who, now)
         said = outcome.message.data.get("notice") if outcome.message is not None else outcome.ephemeral
         print(said or "", file=out)
         for section in outcome.message.sections[2:] if outcome.message is not None else []:
@@ -96,16 +119,23 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
             return EXIT_REFUSED
         if not wait:
             print("Not waiting (use --wait to follow the load); `inferbot serve` on this state database "
-                  "posts the ready notice.", file=out)
+                  "posts the ready notice, and the lock ends when the load is seen ready or failed.", file=out)
             return EXIT_OK
-        return await _follow(ctx, follow_key(svc.name, svc.node), notifier, config.watch.poll, out)
+        try:
+            return await _follow(ctx, follow_key(svc.name, svc.node), config.watch.poll, out)
+        except asyncio.CancelledError:  # Ctrl-C: the load goes on, and so does whoever follows it next
+            print(f"\nStopped following. The restart lock ends when the load is seen ready or failed "
+                  f"(by `inferbot serve`, or the next `inferbot restart {svc.name}`).", file=out)
+            raise
 
 
-async def _follow(ctx: Context, key: str, notifier: RecordingNotifier, poll_s: float, out: TextIO) -> int:
+async def _follow(ctx: Context, key: str, poll_s: float, out: TextIO) -> int:
     live = out.isatty() if hasattr(out, "isatty") else False
     while True:
-        status = await poll_follow(ctx, key, notifier)
-        if status.finished:
+        # No notifier: the terminal cannot post to Slack, so the notices are left to `inferbot serve`
+        # (marking them sent here would lose them); the outcome and the lock are settled all the same.
+        status = await poll_follow(ctx, key, None)
+        if status.finished or status.outcome is not None:
             if live:
                 print("\r\x1b[2K", end="", file=out)
             print(status.line, file=out)

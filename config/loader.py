@@ -49,6 +49,10 @@ def parse_config(text: str, source: str = "<config>") -> BotConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
+    if not data:
+        # An empty file would validate to a bot that knows no node and answers every question with nothing.
+        raise ConfigError(f"{source}: the config is empty — add at least one [[nodes]] entry (name, host, user, "
+                          f"key_file) and its [[services]] (name, node, unit); see config/example.toml")
     try:
         cfg = BotConfig.model_validate(data)
     except ValidationError as e:
@@ -69,6 +73,11 @@ def load_config(explicit: str | None = None) -> BotConfig:
     path = find_config(explicit)
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}) — "
+                          f"save the config as UTF-8") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file — pass --config FILE") from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: config file not found — pass --config FILE, set INFERBOT_CONFIG, "

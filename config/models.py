@@ -11,15 +11,19 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from config.duration import Duration
 
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62})$")
-# systemd unit names: letters, digits, ":-_.\@" (systemd.unit(5)); we only manage services.
-UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\-]+(@[A-Za-z0-9:_.\\-]*)?\.service$")
-HOST_RE = re.compile(r"^[A-Za-z0-9.:\-\[\]]+$")
-SLACK_USER_RE = re.compile(r"^[UW][A-Z0-9]{2,}$")
-SLACK_GROUP_RE = re.compile(r"^S[A-Z0-9]{2,}$")
-SLACK_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,}$")
-API_URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/\-]*)?$")
-PATH_RE = re.compile(r"^[A-Za-z0-9._/~@+\-]+$")
+# Every pattern ends in \Z, not $: "$" also matches before a trailing newline, so "kimi\n" would pass.
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,62})\Z")
+# systemd unit names: letters, digits, ":-_.\@" (systemd.unit(5)); we only manage services. A leading "-"
+# is refused: on a command line it would read as an option.
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?\.service\Z")
+HOST_RE = re.compile(r"^[A-Za-z0-9.:\[\]][A-Za-z0-9.:\-\[\]]*\Z")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
+SLACK_USER_RE = re.compile(r"^[UW][A-Z0-9]{2,}\Z")
+SLACK_GROUP_RE = re.compile(r"^S[A-Z0-9]{2,}\Z")
+SLACK_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,}\Z")
+API_URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/\-]*)?\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+PATH_RE = re.compile(r"^[A-Za-z0-9._/~@+][A-Za-z0-9._/~@+\-]*\Z")
 
 
 def _name(v: str) -> str:
@@ -29,6 +33,8 @@ def _name(v: str) -> str:
 
 
 def _unit(v: str) -> str:
+    if v.startswith("-"):
+        raise ValueError(f"{v!r} starts with '-', which a command line would read as an option")
     if not UNIT_RE.match(v):
         raise ValueError(f"{v!r} is not a systemd service name (e.g. 'vllm-kimi.service')")
     return v
@@ -59,7 +65,7 @@ class AccessPolicy(_Strict):
     require_second_person: bool = False
     confirm_ttl: Duration = 120.0
     cooldown: Duration = 600.0
-    restart_command: str = "sudo -n systemctl restart {unit}"
+    restart_command: str = "sudo -n systemctl restart -- {unit}"
 
     @field_validator("restart_users")
     @classmethod
@@ -120,7 +126,7 @@ class Node(_Strict):
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+        if not USER_RE.match(v):
             raise ValueError(f"{v!r} is not a Unix user name")
         return v
 
@@ -137,6 +143,13 @@ class Service(_Strict):
     bench_dir: RemotePath | None = None
     access: AccessPolicy | None = None
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _api_key_env(cls, v: str | None) -> str | None:
+        if v is not None and not ENV_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not an environment variable name (like 'KIMI_API_KEY')")
+        return v
+
     @field_validator("api_url")
     @classmethod
     def _api_url(cls, v: str | None) -> str | None:
@@ -152,12 +165,21 @@ class SlackSettings(_Strict):
     rate_limit_per_minute: int = Field(default=10, ge=1)
 
 
+def _channel(v: str | None) -> str | None:
+    if v is not None and not SLACK_CHANNEL_RE.match(v):
+        raise ValueError(f"{v!r} is not a Slack channel id (like 'C01ABCDEF')")
+    return v
+
+
+ChannelId = Annotated[str | None, AfterValidator(_channel)]
+
+
 class NotifySettings(_Strict):
-    channel: str | None = None
+    channel: ChannelId = None
 
 
 class AuditSettings(_Strict):
-    channel: str | None = None
+    channel: ChannelId = None
 
 
 class WatchSettings(_Strict):

@@ -14,9 +14,9 @@ DEFAULT_ROWS = 20
 
 
 def who_of(ctx: Context) -> str:
-    """The asker as the audit log names them: a Slack user id, or "terminal"."""
+    """The asker as the audit log names them: a Slack user id, or "terminal" (``terminal:<OS user>`` when known)."""
     if ctx.asker.surface != "slack":
-        return "terminal"
+        return ctx.asker.user_id or "terminal"
     return ctx.asker.user_id or "unknown"
 
 

@@ -138,10 +138,11 @@ def gpu_section(st: ServiceState) -> Section | None:
 
 
 def warnings_section(st: ServiceState) -> Section | None:
-    """Warnings as a context block."""
+    """Warnings (and the fix, when the state has one) as a context block."""
     if not st.warnings:
-        return None
-    return Section(kind="context", title="Warnings", text="\n".join(f"⚠ {w}" for w in st.warnings))
+        return Section(kind="context", title="Fix", text=st.fix) if st.fix else None
+    lines = ([f"Fix: {st.fix}"] if st.fix else []) + [f"⚠ {w}" for w in st.warnings]
+    return Section(kind="context", title="Warnings", text="\n".join(lines))
 
 
 def worst(statuses: list[Status]) -> Status:

@@ -315,10 +315,12 @@ def _stop(ctx: Context, key: str) -> None:
         jobs.stop_follow(key)
 
 
-async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatus:
+async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> FollowStatus:
     """Probe the followed unit once; keep the progress message current; post final notices exactly once.
 
     Returns the status; when ``finished`` the job has been removed (through ``Context.extras["jobs"]``).
+    ``notifier`` None: this process can't post (the terminal): the outcome is still decided and the
+    restart lock released, and the notices are left to a process that can post (``inferbot serve``).
     """
     store = _store(ctx)
     f = await store.get_follow(key)
@@ -332,7 +334,8 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
         return FollowStatus(key, True, outcome="gone", line=f"{key} is no longer in the config")
     node = ctx.config.node(f.node)
     now = ctx.now()
-    f = await _post_unplanned(ctx, f, notifier, now)
+    if notifier is not None:
+        f = await _post_unplanned(ctx, f, notifier, now)
 
     decided = await _decided(store, f)
     st: ServiceState | None = None
@@ -354,7 +357,8 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
         else:
             found = _outcome(st, f, now, ctx.config.watch.max_load)
         if found is None:
-            f = await _post_progress(ctx, f, st, notifier, now)
+            if notifier is not None:
+                f = await _post_progress(ctx, f, st, notifier, now)
             return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
         outcome, reason = found
         ready_at = now if outcome == "ready" else None
@@ -364,6 +368,9 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
         if decided is None:  # pragma: no cover - the store just recorded it
             return FollowStatus(key, False, state=st)
     outcome = decided.outcome
+    # The restart is over once its new start is seen ready or failed: end its lock now, not when the
+    # notices are out (they may wait for a process that can post them).
+    await _restart_over(store, f, outcome, now)
     if outcome == "ready":
         durations = await store.load_durations(f.service, f.node, limit=2)
         previous = durations[1] if len(durations) > 1 else None
@@ -379,7 +386,9 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
 
     pending = False
     for place, channel, thread in _places(ctx, f):
-        if await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
+        if notifier is None:
+            pending = pending or not await store.notice_sent(key, place)
+        elif await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
             pending = True
     line = str(notice.data.get("notice", notice.title))
     if pending:
@@ -400,17 +409,23 @@ def _places(ctx: Context, f: Follow) -> list[tuple[str, str, str | None]]:
     return out
 
 
-async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: Notifier, now: datetime) -> None:
-    """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
-    store = _store(ctx)
+async def _restart_over(store: Store, f: Follow, outcome: str, now: datetime) -> None:
+    """The restart ``f`` follows has ended (idempotent): its request is done or failed, its lock released."""
     if f.request_id:
         await store.transition_request(f.request_id, {"running"}, "done" if outcome == "ready" else "failed",
                                        None, now)
         await store.release_lock(lock_name(f.service, f.node), f.request_id)
+
+
+async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: Notifier | None,
+                    now: datetime) -> None:
+    """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
+    store = _store(ctx)
+    await _restart_over(store, f, outcome, now)
     await record(ctx, f"load.{outcome}", f.service, f.node, line, request_id=f.request_id,
                  who="inferbot", where=ctx.config.notify.channel or "inferbot")
     fresh = await store.get_follow(f.key)
-    if fresh is not None and fresh.progress_message_ts and fresh.thread_channel:
+    if notifier is not None and fresh is not None and fresh.progress_message_ts and fresh.thread_channel:
         took = fmt_duration((now - f.started_at).total_seconds())
         # The notice carries the contract words (✅ is ready / ❌ failed); this edit must not repeat them.
         word = {"ready": "load finished after", "failed": "load ended after",

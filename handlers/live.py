@@ -95,9 +95,11 @@ async def service_cards(
         await apply_history(ctx, snap.services)
         if record:
             await record_snapshots(ctx, snap.services)
-    except Exception:
+    except Exception as e:
         # The store only refines the answer (ETA from history, "what changed?"): never lose the answer to it.
-        log.warning("state store unavailable; answering without history", exc_info=True)
+        # One line, not a traceback on every question (issue 10); the traceback is there at DEBUG.
+        log.warning("state store unavailable (%s: %s); answering without history", type(e).__name__, e)
+        log.debug("state store failure", exc_info=True)
     sections: list[Section] = []
     for st in snap.services:
         sections += card(st, ctx)

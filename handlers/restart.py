@@ -23,19 +23,30 @@ from config.models import AccessPolicy, Service
 from handlers.audit import record
 from handlers.common import fmt_duration, state_line
 from handlers.context import Context, Request
-from handlers.follow import BEFORE, WATCH_PROBE, follow_key, hhmm, lock_name, lock_ttl, start_follow
+from handlers.follow import (
+    BEFORE,
+    RESTART_TAKES_EFFECT_S,
+    WATCH_PROBE,
+    follow_key,
+    hhmm,
+    lock_name,
+    lock_ttl,
+    poll_follow,
+    start_follow,
+)
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.probe import ProbeOptions
 from services.restart_exec import RestartResult, build_restart_command, execute_restart
-from services.store import RestartRequest, Store
+from services.store import LockRecord, RestartRequest, Store
 
 IMPACT_PROBE = ProbeOptions(gpus=False, metrics_samples=1, http_timeout_s=3.0)
 log = logging.getLogger("inferbot.restart")
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"
+FINAL_STATES = frozenset({"done", "failed", "cancelled", "expired", "refused"})
 _BY_MENTION = re.compile(r" by <@[UW][A-Z0-9]+>")
 
 
@@ -69,19 +80,137 @@ def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None 
 
 async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str | None, ServiceState | None]:
     """Node reachable, nothing in flight, cooldown: the first refusal reason (or None) and the state seen."""
-    store = _store(ctx)
-    now = ctx.now()
+    _store(ctx)
     snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], IMPACT_PROBE)
     st = snap.services[0] if snap.services else None
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
         why = report.error.reason if report.error else "no answer"
         return f"refused: node {service.node} is unreachable — {why}", st
-    holder = await store.lock_holder(lock_name(service.name, service.node), now)
-    if holder is not None:
-        return (f"refused: another restart of {service.name} on {service.node} is in flight (request {holder}); "
-                f"wait for its ready or failed notice"), st
+    held = await settle_lock(ctx, service)
+    if held is not None:
+        return await in_flight_refusal(ctx, service, held), st
     return await cooldown_refusal(ctx, service, force), st
+
+
+# ------------------------------------------------------------------------------------------------
+# The in-flight lock: it ends with the restart it guards
+
+
+async def settle_lock(ctx: Context, service: Service) -> LockRecord | None:
+    """The restart lock of ``service`` if its restart is really still going; a finished one is released.
+
+    The lock guards one restart request; that restart is over when its request reached a final state,
+    or its follow (recorded before the command ran) has seen the new start ready or failed — whichever
+    process saw it, or this one now: an unfinished follow nobody polls (a terminal restart without
+    ``--wait``, Ctrl-C, no ``inferbot serve`` running) is probed once here, without posting anything.
+    """
+    store = _store(ctx)
+    name = lock_name(service.name, service.node)
+    lock = await store.get_lock(name, ctx.now())
+    if lock is None:
+        return None
+    ended = await _lock_ended(ctx, service, lock)
+    if ended is not None:
+        # (Seeing the load's end may already have released it: the follow ends the lock it guards.)
+        await store.clear_lock(name, owner=lock.owner)
+        await record(ctx, "restart.lock_released", service.name, service.node,
+                     f"the lock of request {lock.owner} ended: {ended}", request_id=lock.owner, who="inferbot")
+        return await store.get_lock(name, ctx.now())
+    return lock
+
+
+async def _lock_ended(ctx: Context, service: Service, lock: LockRecord) -> str | None:
+    """Why the restart behind ``lock`` is over, or None while it may still be going (or can't be told)."""
+    store = _store(ctx)
+    req = await store.get_request(lock.owner)
+    if req is None:
+        return None  # not a request of ours: only its expiry or --clear-lock ends it
+    if req.state in FINAL_STATES:
+        return f"its request is {req.state}"
+    key = follow_key(service.name, service.node)
+    f = await store.get_follow(key)
+    if f is not None and f.request_id == req.id:
+        if not f.active:
+            return f"its load ended ({f.outcome})"
+        status = await poll_follow(ctx, key, None)
+        if status.outcome is not None:
+            return f"its load was seen {status.outcome}"
+        fresh = await store.get_request(req.id)
+        return f"its request is {fresh.state}" if fresh is not None and fresh.state in FINAL_STATES else None
+    # The follow is recorded before the command runs; a lock this old without one lost its process
+    # before the command could run.
+    node = ctx.config.node(service.node)
+    if (ctx.now() - lock.acquired_at).total_seconds() > RESTART_TAKES_EFFECT_S + 2 * node.timeout:
+        return "its restart never started (no follow was recorded)"
+    return None
+
+
+async def in_flight_refusal(ctx: Context, service: Service, lock: LockRecord) -> str:
+    """The refusal for a restart still in flight: who holds the lock, since when, for which request."""
+    store = _store(ctx)
+    req = await store.get_request(lock.owner)
+    age = fmt_duration((ctx.now() - lock.acquired_at).total_seconds())
+    about = f"request {lock.owner}, {age} old"
+    if req is not None:
+        by = req.confirmed_by or req.requested_by
+        about += f", confirmed by {_mention(by)}" if req.confirmed_by else f", asked by {_mention(by)}"
+        about += f", {req.state}"
+    f = await store.get_follow(follow_key(service.name, service.node))
+    if f is not None and f.active and req is not None and f.request_id == req.id:
+        about += f", load followed since {hhmm(f.started_at)}"
+    return (f"refused: another restart of {service.name} on {service.node} is in flight ({about}); "
+            f"wait for its ready or failed notice. If it is stale: `inferbot restart {service.name} --clear-lock` "
+            f"(or `unlock {service.name}`), which is audited")
+
+
+async def clear_lock(ctx: Context, service: Service) -> tuple[LockRecord | None, str]:
+    """Clear the restart lock of ``service`` (audited): what was removed and a sentence saying so.
+
+    A lock whose restart is over is released as such first; what is left is removed whoever holds it.
+    """
+    store = _store(ctx)
+    name = lock_name(service.name, service.node)
+    lock = await store.get_lock(name, ctx.now())
+    if lock is None:
+        return None, f"no restart of {service.name} on {service.node} is in flight: nothing to clear"
+    about = await in_flight_refusal(ctx, service, lock)
+    held = await settle_lock(ctx, service)
+    if held is None:
+        return lock, (f"the restart of {service.name} on {service.node} (request {lock.owner}) was already over: "
+                      f"its lock is released")
+    removed = await store.clear_lock(name, owner=held.owner)
+    if removed is None:
+        return None, f"the lock of {service.name} on {service.node} changed meanwhile: nothing was cleared"
+    detail = "cleared by hand: " + about.removeprefix("refused: ").split("; wait for", 1)[0]
+    await record(ctx, "restart.lock_cleared", service.name, service.node, detail, request_id=removed.owner)
+    return removed, (f"cleared the restart lock of {service.name} on {service.node} (request {removed.owner}, "
+                     f"held {fmt_duration((ctx.now() - removed.acquired_at).total_seconds())}); a new restart "
+                     f"may be asked now")
+
+
+async def handle_unlock(ctx: Context, req: Request) -> Reply:
+    """"unlock kimi": show and clear a stale restart lock; for people who may restart the service."""
+    names = sorted({f"{s.name}@{s.node}" for s in req.services})
+    if len(req.services) != 1:
+        text = ("refused: name exactly one service to unlock, e.g. `unlock kimi` "
+                f"(you named {', '.join(names) or 'none'})")
+        return _refusal("Unlock refused", text, {"services": names})
+    service = req.services[0]
+    base = {"service": service.name, "node": service.node}
+    if ctx.store is None:
+        return _refusal("Unlock refused", "refused: no state database is configured ([state] dir or url)", base)
+    decision = await check_restart_access(ctx.config.access_for(service), ctx.asker, groups_of(ctx), service.name)
+    if not decision.allowed:
+        text = f"not allowed: {decision.reason}"
+        await record(ctx, "restart.unlock_refused", service.name, service.node, text)
+        return _refusal(f"Unlock of {service.name} not allowed", text, base, decision.how_to_allow)
+    removed, text = await clear_lock(ctx, service)
+    data: dict[str, object] = {**base, "cleared": removed is not None, "notice": text}
+    if removed is not None:
+        data.update(request_id=removed.owner, acquired_at=removed.acquired_at.isoformat())
+    return Reply(intent="unlock", title=text[:1].upper() + text[1:], status="ok",
+                 sections=[Section(kind="text", text=text)], data=data)
 
 
 async def cooldown_refusal(ctx: Context, service: Service, force: bool) -> str | None:
@@ -311,9 +440,12 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
         return ActionOutcome(message=message_reply(req, reason, "error"), ephemeral=reason)
 
     if not await store.acquire_lock(lock, req.id, lock_ttl(ctx), now):
-        holder = await store.lock_holder(lock, now)
-        return await give_up(f"refused: another restart of {service.name} on {service.node} is in flight "
-                             f"(request {holder})")
+        held = await settle_lock(ctx, service)  # the lock may belong to a restart that is over
+        if held is not None or not await store.acquire_lock(lock, req.id, lock_ttl(ctx), now):
+            held = held or await store.get_lock(lock, now)
+            reason = (await in_flight_refusal(ctx, service, held) if held is not None else
+                      f"refused: another restart of {service.name} on {service.node} is in flight")
+            return await give_up(reason)
     # Someone may have restarted it while this request waited for its click.
     refusal = await cooldown_refusal(ctx, service, req.force)
     if refusal is not None:

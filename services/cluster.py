@@ -82,7 +82,7 @@ class Cluster:
             err = e.error
             states = [
                 ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
-                             reason=err.reason, warnings=[err.fix] if err.fix else [])
+                             reason=err.reason, fix=err.fix or None)
                 for s in services
             ]
             return NodeReport(node=node.name, ok=False, error=err, elapsed_s=time.monotonic() - started), states, None
@@ -93,8 +93,8 @@ class Cluster:
             said = first[0] if first else "no output"
             err = NodeError(kind="protocol", reason=f"the node's shell did not run the probe: {said}",
                             fix="the login shell must be able to run `sh -c`; check the account's shell")
-            failed = [ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable", reason=err.reason)
-                      for s in services]
+            failed = [ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable", reason=err.reason,
+                                   fix=err.fix) for s in services]
             return NodeReport(node=node.name, ok=False, error=err, elapsed_s=elapsed), failed, raw
         facts = NodeFacts(raw)
         by_unit = {u.unit: u for u in raw.units}

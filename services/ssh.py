@@ -62,6 +62,8 @@ class NodePool:
 
     async def _connect(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
         known_hosts, keys = _local_files(node)
+        # The handshake gets the node's configured `timeout` (what the answer quotes), never more.
+        limit_s = min(limit_s, node.timeout)
         try:
             conn = await asyncio.wait_for(
                 asyncssh.connect(
@@ -79,7 +81,19 @@ class NodePool:
         except BaseException as e:
             if isinstance(e, asyncio.CancelledError):
                 raise
-            raise NodeUnreachable(describe_error(node, e, limit_s)) from None
+            error = describe_error(node, e, node.timeout)
+            # (HostKeyNotVerifiable and PermissionDenied are DisconnectErrors too: test them first.)
+            if isinstance(e, asyncssh.HostKeyNotVerifiable | asyncssh.PermissionDenied):
+                if isinstance(e, asyncssh.HostKeyNotVerifiable) and not _host_on_record(node, known_hosts):
+                    error = NodeError(
+                        kind="host_key",
+                        reason=f"the host {node.host}:{node.port} is not in known_hosts ({node.known_hosts})",
+                        fix=f"verify its fingerprint out of band, then add it: "
+                            f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
+                    )
+            elif isinstance(e, asyncssh.DisconnectError):
+                error = await _not_ssh(node) or error
+            raise NodeUnreachable(error) from None
         self.connects += 1
         return conn
 
@@ -159,6 +173,58 @@ def _local_files(node: Node) -> tuple[str, list[str] | None]:
     return known_hosts, [key_path]
 
 
+def _host_on_record(node: Node, known_hosts: str) -> bool:
+    """True when known_hosts has any key for the node (so a refused key is a mismatch, not a missing entry)."""
+    try:
+        entries = asyncssh.read_known_hosts(known_hosts)
+        keys, cas, _revoked, certs, ca_certs, _, _ = entries.match(node.host, node.host, node.port)
+    except (OSError, ValueError, asyncssh.Error):
+        return True  # unreadable: keep the cautious "mismatch" wording
+    return bool(keys or cas or certs or ca_certs)
+
+
+GREETING_WAIT_S = 1.5
+
+
+async def _not_ssh(node: Node) -> NodeError | None:
+    """When the handshake broke off: is the port an SSH server at all? A NodeError saying so, or None.
+
+    An SSH server sends its ``SSH-2.0-…`` greeting first; an HTTP server waits, and answers a greeting
+    with an error page. A port that closes without a word is left to the usual wording (sshd's
+    MaxStartups drops connections like that).
+    """
+    where = f"{node.host}:{node.port}"
+    wait = min(GREETING_WAIT_S, node.timeout)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(node.host, node.port), wait)
+    except (OSError, TimeoutError):
+        return None
+    try:
+        said = await _read_some(reader, wait)
+        if said == b"" and reader.at_eof():
+            return None
+        if not said:
+            writer.write(b"SSH-2.0-inferbot_check\r\n")
+            said = await _read_some(reader, wait)
+    except OSError:
+        return None
+    finally:
+        writer.close()
+    first = said.split(b"\n", 1)[0].strip().decode("ascii", "replace")
+    if first.startswith("SSH-"):
+        return None
+    answered = f"it answered {first[:60]!r}" if first else "it sent no SSH greeting"
+    return NodeError(kind="protocol", reason=f"{where} is not an SSH server ({answered})",
+                     fix=f"check `host` and `port` of node {node.name} in the config: they must name the node's sshd")
+
+
+async def _read_some(reader: asyncio.StreamReader, wait: float) -> bytes:
+    try:
+        return await asyncio.wait_for(reader.read(256), wait)
+    except TimeoutError:
+        return b""
+
+
 def _text(v: object) -> str:
     if v is None:
         return ""
@@ -173,7 +239,7 @@ def describe_error(node: Node, e: BaseException, timeout: float) -> NodeError:
     if isinstance(e, asyncssh.HostKeyNotVerifiable):
         return NodeError(
             kind="host_key",
-            reason=f"host key mismatch for {where} (or the host is not in {node.known_hosts})",
+            reason=f"host key mismatch for {where}: the key it presented is not the one in {node.known_hosts}",
             fix="the key the node presented is not the one on record — if the node was reinstalled, "
                 "verify its new fingerprint out of band and update known_hosts; never accept it blindly",
         )
@@ -189,7 +255,7 @@ def describe_error(node: Node, e: BaseException, timeout: float) -> NodeError:
     if isinstance(e, TimeoutError | asyncssh.TimeoutError | asyncio.TimeoutError):
         return NodeError(
             kind="timeout", reason=f"no answer from {where} within {timeout:g}s",
-                         fix="check that the node is up and reachable; raise `timeout` for this node if it is slow",
+            fix=f"check that the node is up and reachable; raise `timeout` of node {node.name} if it is slow",
         )
     if isinstance(e, socket.gaierror):
         return NodeError(kind="dns", reason=f"cannot resolve host {node.host!r}",

@@ -69,6 +69,7 @@ __all__ = [
     "Follow",
     "LoadOutcome",
     "LoadRecord",
+    "LockRecord",
     "Notice",
     "RequestState",
     "RestartRecord",
@@ -171,6 +172,15 @@ class AuditEntry(_Record):
     node: str | None = None
     detail: str = ""
     request_id: str | None = None
+
+
+class LockRecord(_Record):
+    """A held lock: who holds it (a restart request id for restart locks) and since when."""
+
+    name: str
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
 
 
 class RestartRequest(_Record):
@@ -864,6 +874,27 @@ class Store:
                 select(locks.c.owner).where(locks.c.name == name, locks.c.expires_at > now)
             ).scalar_one_or_none()
         return None if owner is None else str(owner)
+
+    async def get_lock(self, name: str, now: datetime) -> LockRecord | None:
+        """Lock ``name`` with its owner and times, if held at ``now`` (None when free or expired)."""
+        return await self._run(self._get_lock, name, _aware(now, "now"))
+
+    def _get_lock(self, name: str, now: datetime) -> LockRecord | None:
+        with self._read() as conn:
+            row = conn.execute(select(locks).where(locks.c.name == name, locks.c.expires_at > now)).first()
+        return None if row is None else LockRecord.model_validate(_row(row))
+
+    async def clear_lock(self, name: str, owner: str | None = None) -> LockRecord | None:
+        """Remove lock ``name`` whoever holds it (or only if ``owner`` does); returns what was removed."""
+        return await self._run(self._clear_lock, name, owner)
+
+    def _clear_lock(self, name: str, owner: str | None) -> LockRecord | None:
+        with self._write() as conn:
+            row = conn.execute(select(locks).where(locks.c.name == name)).first()
+            if row is None or (owner is not None and row.owner != owner):
+                return None
+            conn.execute(delete(locks).where(locks.c.name == name, locks.c.owner == row.owner))
+        return LockRecord.model_validate(_row(row))
 
     # ---- restart requests ------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ def test_contract_config_parses_with_durations() -> None:
     assert cfg.services[0].unit == "vllm-kimi-k25-int4.service"
     assert cfg.access.confirm_ttl == 120 and cfg.access.cooldown == 0
     assert cfg.watch.max_load == 3600 and cfg.watch.poll == 15
-    assert cfg.access.restart_command == "sudo -n systemctl restart {unit}"
+    assert cfg.access.restart_command == "sudo -n systemctl restart -- {unit}"  # issue 10 adds "--"
 
 
 def test_example_config_is_valid() -> None:
@@ -89,3 +89,62 @@ def test_config_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert find_config(None) == tmp_path / "env.toml"
     monkeypatch.delenv("INFERBOT_CONFIG")
     assert find_config(None) == Path("inferbot.toml")
+
+
+# ---- issue 10: a trailing newline, a leading dash, non-UTF-8 and empty files
+
+NODE = "[[nodes]]\nname='a'\nhost='h'\n"
+SVC = NODE + "[[services]]\nname='k'\nnode='a'\nunit='x.service'\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[[nodes]]\nname="a\\n"\nhost="h"\n', "[[nodes]] #1 ('a\\n') → name"),
+        ('[[nodes]]\nname="a"\nhost="h\\n"\n', "[[nodes]] #1 ('a') → host"),
+        ('[[nodes]]\nname="a"\nhost="h"\nuser="ops\\n"\n', "[[nodes]] #1 ('a') → user"),
+        (NODE + '[[services]]\nname="k"\nnode="a"\nunit="x.service\\n"\n', "[[services]] #1 ('k') → unit"),
+        (NODE + '[[services]]\nname="k\\n"\nnode="a"\nunit="x.service"\n', "[[services]] #1 ('k\\n') → name"),
+        (SVC + 'log_file="/v/l\\n"\n', "[[services]] #1 ('k') → log_file"),
+        (SVC + 'api_url="http://h:1\\n"\n', "[[services]] #1 ('k') → api_url"),
+        (SVC + 'api_key_env="KIMI_KEY\\n"\n', "[[services]] #1 ('k') → api_key_env"),
+        ('[access]\nrestart_users=["U01ABCDEF\\n"]\n', "access → restart_users"),
+        ('[access]\nrestart_usergroups=["S01ABCDEF\\n"]\n', "access → restart_usergroups"),
+        ('[access]\nrestart_channels=["C01ABCDEF\\n"]\n', "access → restart_channels"),
+        ('[notify]\nchannel="C01ABCDEF\\n"\n', "notify → channel"),
+        ('[audit]\nchannel="#ops"\n', "audit → channel"),
+    ],
+)
+def test_trailing_newline_and_other_near_misses_are_refused_with_the_key(text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config(text, "bad.toml")
+    assert str(e.value).startswith(f"bad.toml: {key}: "), str(e.value)
+
+
+def test_unit_starting_with_a_dash_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"unit: '--force.service' starts with '-'"):
+        parse_config(SVC.replace("x.service", "--force.service"), "bad.toml")
+    with pytest.raises(ConfigError, match=r"host: '-oProxyCommand=x' is not a host"):
+        parse_config(NODE.replace("host='h'", "host='-oProxyCommand=x'"), "bad.toml")
+
+
+def test_default_restart_command_ends_options_before_the_unit() -> None:
+    from services.restart_exec import build_restart_command
+
+    cfg = parse_config(SVC, "ok.toml")
+    assert build_restart_command(cfg.access, cfg.services[0]) == "sudo -n systemctl restart -- x.service"
+
+
+def test_config_that_is_not_utf8_is_one_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(NODE.replace("'h'", "'h' # caf\xe9").encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1.toml: not UTF-8 text .*save the config as UTF-8"):
+        load_config(str(path))
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
+def test_empty_config_says_what_to_add(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "empty.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"empty.toml: the config is empty — add at least one \[\[nodes\]\]"):
+        load_config(str(path))

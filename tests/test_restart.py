@@ -39,7 +39,7 @@ ALICE, BOB, CAROL, EVE = "U0ALICE", "U0BOB", "U0CAROL", "U0EVE"
 OPS, OTHER, NOTIFY = "C0OPS", "C0OTHER", "C0NOTIFY"
 SRE = "S0SRE"
 THREAD = "1700000000.000100"
-RESTART_CMD = "sudo -n systemctl restart vllm-kimi-k25-int4.service"
+RESTART_CMD = "sudo -n systemctl restart -- vllm-kimi-k25-int4.service"  # issue 10: "--" before the unit
 
 
 def kimi(**unit: Any) -> NodeScenario:
@@ -399,3 +399,126 @@ async def test_audit_is_mirrored_and_listed(tmp_path: Path) -> None:
     assert table.headers == ["when (UTC)", "who", "where", "what", "service", "detail"]
     assert [r[3] for r in table.rows] == ["restart.requested", "restart.refused"]
     await store.close()
+
+
+# ---- issue 10: a restart lock never outlives its restart
+
+
+async def test_terminal_restart_without_wait_does_not_block_the_next_one(make_cluster: MakeCluster) -> None:
+    import getpass
+    import io
+
+    from bot.restart_cli import run_restart
+
+    cluster = await kimi_cluster(make_cluster, access_={"cooldown": "0s"})
+    sim = cluster.sims["gpu-a"]
+    first = sim.state(KIMI_UNIT).main_pid
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=False, wait=False, confirm="kimi", out=out) == 0
+    await until(lambda: sim.state(KIMI_UNIT).main_pid != first, 30, "the new start")
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
+    # No bot is running: nobody followed that load. The next restart sees it is over and goes ahead.
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=False, wait=True, confirm="kimi", out=out) == 0, \
+        out.getvalue()
+    assert "in flight" not in out.getvalue() and "✅ kimi on gpu-a is ready" in out.getvalue()
+    async with runtime(cluster.config) as rt:
+        store = rt.store
+        assert store is not None
+        audit = await store.recent_audit("kimi", limit=50)
+        executed = [e for e in audit if e.event == "restart.executed"]
+        assert len(executed) == 2
+        assert all(e.who == f"terminal:{getpass.getuser()}" for e in executed), [e.who for e in executed]
+        assert any(e.event == "restart.lock_released" for e in audit)
+        assert await store.get_lock("restart:kimi@gpu-a", rt.context().now()) is None
+    # The terminal could not post the notify-channel notice: a bot started later posts it, once.
+    async with bot(cluster.config) as b:
+        await until(lambda: bool(notices(b, "is ready", NOTIFY)), 20, "the ready notice from the bot")
+        await asyncio.sleep(0.6)
+        assert len(notices(b, "is ready", NOTIFY)) == 1
+
+
+async def test_ctrl_c_during_wait_leaves_no_lock_behind(make_cluster: MakeCluster) -> None:
+    import io
+
+    from bot.restart_cli import run_restart
+
+    cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"))
+    sim = cluster.sims["gpu-a"]
+    first = sim.state(KIMI_UNIT).main_pid
+    out = io.StringIO()
+    task = asyncio.create_task(run_restart(cluster.config, "kimi", force=False, wait=True, confirm="kimi", out=out))
+    await until(lambda: "restarting" in out.getvalue(), 30, "the restart to run")
+    task.cancel()  # what Ctrl-C does to asyncio.run's main task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "Stopped following" in out.getvalue()
+    await until(lambda: sim.state(KIMI_UNIT).main_pid != first, 30, "the new start")
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
+    async with bot(cluster.config) as b:  # a Slack restart now: not refused as "in flight"
+        rid = await request(b, "restart kimi")
+        outcome = await b.click("restart_confirm", rid)
+        assert outcome.executed, outcome.ephemeral
+        await until(ready_in_both(b), 45, "ready")
+
+
+async def test_stale_lock_is_shown_and_cleared_by_hand(make_cluster: MakeCluster) -> None:
+    import io
+
+    from bot.restart_cli import run_restart
+
+    cluster = await kimi_cluster(make_cluster, access_={"cooldown": "0s"})
+    async with runtime(cluster.config) as rt:
+        assert rt.store is not None
+        await rt.store.acquire_lock("restart:kimi@gpu-a", "r-gone", 3600, rt.context().now())
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=True, wait=False, confirm="kimi", out=out) == 1
+    said = out.getvalue()
+    assert "another restart of kimi on gpu-a is in flight (request r-gone, " in said
+    assert "--clear-lock" in said
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=False, wait=False, confirm=None, out=out, clear=True) == 0
+    assert "cleared the restart lock of kimi on gpu-a (request r-gone" in out.getvalue()
+    out = io.StringIO()
+    assert await run_restart(cluster.config, "kimi", force=False, wait=False, confirm=None, out=out, clear=True) == 0
+    assert "nothing to clear" in out.getvalue()
+    async with runtime(cluster.config) as rt:
+        assert rt.store is not None
+        cleared = [e for e in await rt.store.recent_audit("kimi") if e.event == "restart.lock_cleared"]
+        assert len(cleared) == 1 and cleared[0].who.startswith("terminal:") and cleared[0].request_id == "r-gone"
+
+
+async def test_unlock_handler_needs_restart_rights_and_clears(make_cluster: MakeCluster) -> None:
+    from handlers.context import Request
+    from handlers.restart import handle_unlock
+
+    cluster = await kimi_cluster(make_cluster, ready=False)
+    async with bot(cluster.config) as b:
+        store = b.rt.store
+        assert store is not None
+        await store.acquire_lock("restart:kimi@gpu-a", "r-gone", 3600, b.ctx().now())
+        req = Request(intent="unlock", services=list(cluster.config.services), nodes=[], explicit_target=True)
+        refused = await handle_unlock(b.ctx(EVE), req)
+        assert not refused.ok and "not allowed" in str(refused.error)
+        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is not None
+        done = await handle_unlock(b.ctx(ALICE), req)
+        assert done.ok and done.data["cleared"] is True and done.data["request_id"] == "r-gone"
+        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is None
+        events = [(e.event, e.who) for e in await store.recent_audit("kimi")]
+        assert ("restart.lock_cleared", ALICE) in events and ("restart.unlock_refused", EVE) in events
+
+
+async def test_lock_of_a_finished_request_is_released_at_the_next_request(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"))
+    async with bot(cluster.config) as b:
+        store = b.rt.store
+        assert store is not None
+        now = b.ctx().now()
+        from datetime import timedelta
+
+        await store.create_request("r-old", "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, None, now,
+                                   now + timedelta(minutes=2), False)
+        await store.transition_request("r-old", {"pending"}, "cancelled", ALICE, now)
+        await store.acquire_lock("restart:kimi@gpu-a", "r-old", 3600, now)
+        reply = await b.ask("restart kimi")
+        assert reply.ok, reply.error

@@ -231,6 +231,20 @@ async def test_lock_acquire_expiry_takeover_release(store: Store, store2: Store)
     assert await store2.acquire_lock("restart:qwen@gpu-b", "bot-2", 60, at(2.6))
 
 
+async def test_lock_record_and_clear(store: Store, store2: Store) -> None:
+    assert await store.get_lock("restart:kimi@gpu-a", at(0)) is None
+    assert await store.clear_lock("restart:kimi@gpu-a") is None
+    assert await store.acquire_lock("restart:kimi@gpu-a", "r-1", 60, at(0))
+    held = await store2.get_lock("restart:kimi@gpu-a", at(0.5))
+    assert held is not None and held.owner == "r-1" and held.acquired_at == at(0)
+    assert await store2.get_lock("restart:kimi@gpu-a", at(1.5)) is None  # expired is not held
+    assert await store2.clear_lock("restart:kimi@gpu-a", owner="r-2") is None  # only if it is r-2's
+    removed = await store2.clear_lock("restart:kimi@gpu-a")  # by hand: whoever holds it
+    assert removed is not None and removed.owner == "r-1"
+    assert await store.get_lock("restart:kimi@gpu-a", at(0.5)) is None
+    assert await store.acquire_lock("restart:kimi@gpu-a", "r-3", 60, at(0.6))
+
+
 async def test_lock_race_between_two_stores(store: Store, store2: Store) -> None:
     for round_ in range(10):
         name = f"race-{round_}"

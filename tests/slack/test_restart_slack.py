@@ -149,7 +149,14 @@ async def confirmation(b: SlackBotUnderTest) -> tuple[str, str]:
     assert [a["action_id"] for a in actions] == ["restart_confirm", "restart_cancel"]
     rid = actions[0]["value"]
     assert b.rt.store is not None
-    req = await b.rt.store.get_request(rid)
+    # Fake Slack has the message before the bot has its ts back (and stored it): wait for the store, as a
+    # person's click does (and a click that still beats it carries the ts: bot/restart_slack.py records it).
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        req = await b.rt.store.get_request(rid)
+        if (req is not None and req.message_ts) or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.02)
     assert req is not None and req.message_ts and req.message_channel == OPS
     return rid, req.message_ts
 

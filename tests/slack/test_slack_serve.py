@@ -42,7 +42,8 @@ def test_cli_serve_without_tokens_exits_2(tmp_path, capsys):
     from bot.cli import main
 
     cfg = tmp_path / "inferbot.toml"
-    cfg.write_text("")
+    # Issue 10: an empty config is now refused on its own ("the config is empty"): give it one node.
+    cfg.write_text(f'[[nodes]]\nname = "gpu-a"\nhost = "127.0.0.1"\n[state]\ndir = "{tmp_path}"\n')
     root = logging.getLogger()
     saved = root.handlers[:], root.level
     try:
