@@ -21,7 +21,7 @@ from tests.sim_truth import simulated
 from tests.systemd.conftest import JSON_COMPILATION, LAUNCHERS, UNITS, RealNode
 from tests.systemd.helpers import Answer, ask, state_bytes
 
-NEEDS_OTHER_BRANCH = pytest.mark.xfail(reason="needs launcher/redact branch", strict=False)
+NEEDS_REDACT_BRANCH = pytest.mark.xfail(reason="needs the redact branch", strict=False)
 NO_VLLM = "No `vllm serve` or vLLM api_server found"
 
 
@@ -43,7 +43,6 @@ async def test_standard_vllm_serve(real_node: RealNode, tmp_path: Path) -> None:
     assert "--tensor-parallel-size" in a.text and "active, ready" in a.text
 
 
-@NEEDS_OTHER_BRANCH
 async def test_launcher_script_of_another_name(real_node: RealNode, tmp_path: Path) -> None:
     a, svc = await settings(real_node, tmp_path, "serve-model")
     assert svc["state"] == "ready"
@@ -52,7 +51,6 @@ async def test_launcher_script_of_another_name(real_node: RealNode, tmp_path: Pa
     assert NO_VLLM not in a.text and not any(NO_VLLM in w for w in svc["warnings"])
 
 
-@NEEDS_OTHER_BRANCH
 async def test_wrapper_that_does_not_exec(real_node: RealNode, tmp_path: Path) -> None:
     # MainPID is `/bin/sh -c /opt/launch.sh`; the server is a grandchild in the unit's cgroup.
     a, svc = await settings(real_node, tmp_path, "wrapper")
@@ -62,7 +60,6 @@ async def test_wrapper_that_does_not_exec(real_node: RealNode, tmp_path: Path) -
     assert NO_VLLM not in a.text
 
 
-@NEEDS_OTHER_BRANCH
 async def test_sudo_u_vllm(real_node: RealNode, tmp_path: Path) -> None:
     a, svc = await settings(real_node, tmp_path, "sudo-vllm")
     assert svc["state"] == "ready"
@@ -72,11 +69,7 @@ async def test_sudo_u_vllm(real_node: RealNode, tmp_path: Path) -> None:
 
 
 # Launchers the product reads today (the server is MainPID); the others need the launcher branch.
-READ_TODAY = {"nice", "setpriv", "bash-exec", "runuser", "module"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=() if n in READ_TODAY else NEEDS_OTHER_BRANCH) for n in LAUNCHERS])
+@pytest.mark.parametrize("name", LAUNCHERS)
 async def test_launcher_shapes(real_node: RealNode, tmp_path: Path, name: str) -> None:
     a, svc = await settings(real_node, tmp_path, name)
     assert svc["model"] == f"/models/{name}"
@@ -112,14 +105,13 @@ async def test_template_instance_specifiers(real_node: RealNode, tmp_path: Path)
     assert svc["env"]["INSTANCE"] == port
 
 
-@NEEDS_OTHER_BRANCH
 async def test_json_flag_value_as_passed(real_node: RealNode, tmp_path: Path) -> None:
     a, svc = await settings(real_node, tmp_path, "json-flags")
     assert svc["flags"]["compilation-config"] == JSON_COMPILATION  # byte-identical, not re-serialised
     assert JSON_COMPILATION in a.text
 
 
-@NEEDS_OTHER_BRANCH
+@NEEDS_REDACT_BRANCH
 async def test_json_flag_secrets_redacted_yet_valid_json(real_node: RealNode, tmp_path: Path,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
@@ -147,7 +139,7 @@ async def test_daemon_reload_drift(real_node: RealNode, tmp_path: Path) -> None:
         real_node.container.run("systemctl", "daemon-reload")
 
 
-@NEEDS_OTHER_BRANCH
+@NEEDS_REDACT_BRANCH
 async def test_no_corpus_secret_in_any_output(real_node: RealNode, tmp_path: Path,
                                               caplog: pytest.LogCaptureFixture) -> None:
     """Every shape of the corpus, asked every way a user can, never shows up anywhere."""
