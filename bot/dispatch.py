@@ -47,8 +47,8 @@ def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
 async def aliases_of(ctx: Context) -> Aliases:
     """Served model names and model paths of each configured service, from its last snapshot in the store.
 
-    The router stays pure: this is read here, once per message, and handed to it. A store that fails only
-    costs the aliases (names and units still route).
+    The router stays pure: this is read here, only for a message with a word the config does not name, and
+    handed to it. A store that fails only costs the aliases (names and units still route).
     """
     served: dict[tuple[str, str], list[str]] = {}
     if ctx.store is not None and ctx.config.services:
@@ -70,7 +70,10 @@ async def aliases_of(ctx: Context) -> Aliases:
 async def answer(text: str, ctx: Context) -> Reply:
     """The whole path for one message: route → handler → ``Reply`` (errors become friendly replies)."""
     started = time.monotonic()
-    intent = route(text, ctx.config, await aliases_of(ctx))
+    intent = route(text, ctx.config)
+    if intent.unknown:
+        # Only a word that names nothing costs the store lookup of model names (most messages never do).
+        intent = route(text, ctx.config, await aliases_of(ctx))
     outcome = "ok"
     try:
         # A word that names nothing we know is never silently dropped ("status gpu-c" is not "status").

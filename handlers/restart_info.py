@@ -98,8 +98,12 @@ async def handle(ctx: Context, req: Request) -> Reply:
         policy = ctx.config.access_for(svc)
         decision = await check_restart_access(policy, ctx.asker, groups_of(ctx), svc.name)
         fields.append(("who may restart", who_may(policy)))
-        fields.append(("you", "may restart it" if decision.allowed else f"may not — {decision.reason}"))
         several = len(names_nodes.get(svc.name, ())) > 1
+        if ctx.asker.surface != "slack":
+            you = f"may restart it from this shell: `inferbot restart {svc.name}{'@' + svc.node if several else ''}`"
+        else:
+            you = "may restart it" if decision.allowed else f"may not — {decision.reason}"
+        fields.append(("you", you))
         fields.append(("how", how_to(svc, several)))
         sections.append(Section(kind="fields", fields=fields))
         if mine:

@@ -144,3 +144,7 @@ async def test_ok_for_every_intent(make_cluster: MakeCluster) -> None:
                                                         "throughput for qwen", "logs qwen"])
     for t, data in down.items():
         assert data["ok"] is False and data["data"]["unreachable"] == ["gpu-b"] and data["error"], t
+    mixed = await ok_of(with_dead_node(cluster.config), ["compare kimi and qwen", "restart history", "compare kimi"])
+    assert mixed["compare kimi and qwen"]["intent"] == "compare" and mixed["compare kimi and qwen"]["ok"] is False
+    assert mixed["restart history"]["ok"] is True  # who may restart and how, and kimi's restarts, were answered
+    assert mixed["compare kimi"]["ok"] is False
