@@ -45,11 +45,13 @@ STOPWORDS = frozenset(
     "mean means meant reason reasons explain tell said say says asked ask asking try trying tried think "
     "guess maybe perhaps probably possible possibly likely actually currently right-now asap soon "
     "morning tomorrow noon midnight hourly daily weekly month months year years lot lots little bit "
+    "p50 p90 p95 p99 ttft itl tpot rps qps fp8 fp16 bf16 int4 int8 awq gptq nvfp4 h100 h200 a100 b200 l40s "
+    "rtx blackwell hopper ampere workstation edition nvidia temperature temp power watts hot "
     "dont doesnt didnt isnt wasnt wont shouldnt cant use uses used using mem ram "
     "why's how's where's when's that's there's here's it'll i'm i've we're you're they're".split()
 )
 _SHELL_TAIL = re.compile(r"[;`|&$(){}<>\n]")
-_NUMBER = re.compile(r"^\d+(?:\.\d+)?%?$")
+_NUMBER = re.compile(r"^v?\d+(?:\.\d+)*%?$|^\d+(?:st|nd|rd|th|x|k|gb|gib|mb|mib)$")
 _DURATION = re.compile(r"^\d+(?:\.\d+)?(?:s|sec|secs|m|min|mins|h|hr|hrs|d|w|ms)$")
 
 

@@ -164,7 +164,9 @@ def test_unknown_target_after_any_word(text: str, unknown: str, suggestion: str)
      "which model is on gpu-a", "show me the logs for kimi", "is kimi healthy", "what changed on kimi since yesterday",
      "how long until kimi is ready", "what is the eta for kimi", "show nccl env for kimi on gpu-b",
      "logs kimi 100", "logs kimi 10m", "throughput for qwen in the last 5 minutes", "restart kimi force",
-     "what's the kv cache usage on kimi", "is kimi up?", "gpus on gpu-a", "what is -tp of kimi"],
+     "what's the kv cache usage on kimi", "is kimi up?", "gpus on gpu-a", "what is -tp of kimi",
+     "what is the p99 latency of kimi", "is kimi running fp8", "how hot are the gpus on gpu-a",
+     "which vllm version, 0.20.1?", "is it safe to restart kimi"],
 )
 def test_ordinary_words_are_not_unknown_targets(text: str) -> None:
     assert route(text, CFG).unknown == []
