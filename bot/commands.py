@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from handlers.context import Context, Request
 from handlers.reply import Reply
+from services.vllm_args import FLAG_GROUPS, KNOWN_SWITCHES, MULTI_VALUE_FLAGS, SHORT_ALIASES
 
 Handler = Callable[[Context, Request], Awaitable[Reply]]
 
@@ -35,13 +36,81 @@ def _p(*patterns: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p) for p in patterns)
 
 
+# The verbs that start a restart. Every restart pattern below is built from this one alternation, so a
+# new verb is a request in the imperative and a question or a negation everywhere else at once.
+RESTART_VERB = r"(?:re-?start|bounce|reboot)"
+_LEAD = r"^(?:(?:hey|hi|ok|okay|so|and|but|now|then|um|hmm|quick\s+question)\b[\s,]*)*"
+# A polite imperative ("can you restart kimi", "please restart kimi") is a request: it still needs the
+# confirmation, like "restart kimi". A question about restarting ("can I …", "should I …") is not.
+_POLITE = r"(?:(?:please|pls|plz|kindly)\s+|(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+|pls\s+)?)*"
+RESTART_REQUEST = re.compile(_LEAD + _POLITE + RESTART_VERB + r"\b(?!-)")
+# Negations: "don't restart kimi", "never restart kimi", "kimi must not be restarted".
+RESTART_NEGATION = re.compile(
+    r"\b(?:don'?t|dont|do\s+not|never|no\s+need\s+to|stop|shouldn'?t|should\s+not|mustn'?t|must\s+not|"
+    r"won'?t|will\s+not|can'?t|cannot|can\s+not|avoid|not)\b.*\b" + RESTART_VERB
+)
+_QUESTION_START = (
+    r"(?:why|when|who|whom|whose|how|what|which|where|did|does|do|has|have|had|was|were|is|are|should|"
+    r"shall|may|might|would\s+(?:it|that|this|a)|(?:can|could)\s+(?:i|we|someone|anyone|somebody|he|she|they|"
+    r"my|our|it)|will\s+(?:it|that|this|a|the))\b"
+)
+RESTART_QUESTION = (
+    _LEAD + _QUESTION_START + r".*\b" + RESTART_VERB,  # "why did kimi restart", "who can restart kimi"
+    r"\b" + RESTART_VERB + r"(?:s|ed|ing|es)\b",  # "kimi restarted?", "restarts of kimi today"
+    r"\b(?:bounced|bouncing|rebooted|rebooting)\b",
+    r"\b" + RESTART_VERB + r"\s+(?:history|log|logs|count|counts|times|record|records|events|policy|"
+    r"permissions?|rights?|access)\b",
+    r"\b(?:last|latest|recent|previous|next)\s+" + RESTART_VERB,
+)
+
+
+def _flag_names() -> tuple[str, ...]:
+    """vLLM's canonical long flag names (read-only use of services.vllm_args' tables)."""
+    names = {p for _, pats in FLAG_GROUPS for p in pats if "*" not in p}
+    names |= KNOWN_SWITCHES | MULTI_VALUE_FLAGS | set(SHORT_ALIASES.values())
+    return tuple(sorted(names, key=len, reverse=True))  # longest first: "max-model-len" before "max"
+
+
+FLAG_NAMES = _flag_names()
+# Words that name a flag are never a service: "tensor parallel size of kimi" names kimi only.
+FLAG_WORDS = frozenset(w for n in FLAG_NAMES for w in n.split("-")) | frozenset(SHORT_ALIASES)
+# A flag is mentioned when written as a flag ("--max-model-len", "-tp"), or as its words in a row
+# ("gpu memory utilization", "tensor_parallel_size") — single-word names only when written as flags,
+# or the plain word is unambiguous ("host" and "port" stay ordinary words).
+_SPELLED = [n for n in FLAG_NAMES if "-" in n] + ["quantization", "dtype", "seed", "tokenizer", "revision"]
+FLAG_MENTION = re.compile(
+    r"(?:(?<![\w-])--(?P<dashed>[a-z][a-z0-9-]*[a-z0-9]))"
+    r"|(?:(?<![\w-])-(?P<short>" + "|".join(sorted(SHORT_ALIASES, key=len, reverse=True)) + r")\b(?!-))"
+    r"|(?:(?<![\w-])(?P<spelled>" + "|".join(re.escape(n).replace(r"\-", "[-_ ]") for n in _SPELLED) + r")(?![\w-]))"
+)
+
+
+def mentioned_flag(text: str) -> str | None:
+    """The canonical name of the vLLM flag ``text`` asks about (normalised text), or None."""
+    m = FLAG_MENTION.search(text)
+    if m is None:
+        return None
+    if m.group("short"):
+        return SHORT_ALIASES[m.group("short")]
+    return re.sub(r"[_ ]", "-", m.group("dashed") or m.group("spelled"))
+
+
 # Order matters: the first command whose pattern matches wins, so specific intents come first.
 COMMANDS: tuple[Command, ...] = (
+    # Before "restart": a question or a negation that mentions restarting never starts one.
+    Command(
+        name="restarts",
+        summary="when a service last restarted (audit log and systemd's count), who may restart it, and how",
+        examples=("why did kimi restart last night?", "who can restart kimi?", "restart history"),
+        patterns=(RESTART_NEGATION, *_p(*RESTART_QUESTION)),
+        keywords=("restarts", "restarted"),
+        handler_path="handlers.restart_info:handle",
+    ),
     Command(
         name="restart",
         summary="restart a service (guarded: allowed people only, with a confirmation)",
-        examples=("restart kimi", "/inferbot restart kimi"),
-        patterns=_p(r"^(please\s+)?(re-?start|bounce|reboot)\b", r"\brestart\s+\S+"),
+        examples=("restart kimi", "please restart kimi on gpu-a", "/inferbot restart kimi"),
+        patterns=(RESTART_REQUEST,),
         keywords=("restart", "bounce"),
         handler_path="handlers.restart:handle",
         restricted=True,
@@ -81,11 +150,21 @@ COMMANDS: tuple[Command, ...] = (
         keywords=("audit", "history"),
         handler_path="handlers.audit:handle",
     ),
+    # Before "gpus": "gpu memory utilization of kimi" is the flag, "gpu memory" the GPUs.
+    Command(
+        name="flag",
+        summary="the value of one vLLM flag on each service (its settings, focused on that flag)",
+        examples=("what's --max-model-len on kimi", "what is the gpu-memory-utilization of kimi",
+                  "tensor parallel size of kimi"),
+        patterns=(FLAG_MENTION,),
+        keywords=("flag",),
+        handler_path="handlers.settings:handle",
+    ),
     Command(
         name="gpus",
         summary="GPU memory, utilisation, temperature, power and the processes holding them",
-        examples=("gpu status", "gpus on gpu-a"),
-        patterns=_p(r"\bgpus?\b(?!-)(?!\s+(memory\s+)?util)", r"\bnvidia-smi\b", r"\bvram\b"),
+        examples=("gpu status", "gpus on gpu-a", "what's the gpu utilization on gpu-a", "vram"),
+        patterns=_p(r"\bgpus?\b(?!-)", r"\bnvidia-smi\b", r"\bvram\b", r"\butili[sz]ation\b", r"\butil\b"),
         keywords=("gpus", "gpu", "nvidia-smi"),
         handler_path="handlers.gpus:handle",
     ),
@@ -104,7 +183,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("status", "is kimi up?", "is it ready yet?"),
         patterns=_p(r"\bstatus\b", r"^is\b.*\b(up|ready|down|alive|running|loaded|loading|healthy|done)\b",
                     r"\bready\s+yet\b", r"\bhow\s+long\b", r"\beta\b", r"\bprogress\b", r"\bhealth\b",
-                    r"\bstate\b", r"\buptime\b"),
+                    r"\bstate\b", r"\buptime\b", r"\brequests?\b", r"\bkv\s*cache\b", r"\bqueued?\b"),
         keywords=("status", "up", "ready", "progress", "health"),
         handler_path="handlers.status:handle",
     ),
@@ -115,7 +194,7 @@ COMMANDS: tuple[Command, ...] = (
                   "nccl env on gpu-a", "which model is on gpu-a"),
         patterns=_p(r"\bsettings?\b", r"\bconfig(uration)?\b", r"\bflags?\b", r"\bargs?\b", r"\barguments\b",
                     r"\benv(ironment)?\b", r"\bnccl\b", r"\bcuda\b", r"\bmodels?\b", r"\bparams?\b",
-                    r"\bparameters\b", r"\bcommand\s*line\b", r"\bsetup\b", r"\bvars?\b"),
+                    r"\bparameters\b", r"\bcommand\s*line\b", r"\bsetup\b", r"\bvars?\b", r"\bversions?\b"),
         keywords=("settings", "config", "flags", "env", "nccl", "model"),
         handler_path="handlers.settings:handle",
     ),

@@ -8,7 +8,7 @@ import time
 from typing import cast
 
 from bot.commands import Command, Handler
-from bot.router import Intent, route
+from bot.router import Aliases, Intent, route, service_aliases
 from handlers.context import Context, Request
 from handlers.reply import Reply, Section
 
@@ -25,29 +25,59 @@ def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
     names = sorted({s.name for s in ctx.config.services})
     nodes = sorted({n.name for n in ctx.config.nodes})
     what = ", ".join(f"“{u}”" for u in intent.unknown)
-    text = f"I don't know a service or node called {what}."
+    text = f"I don't know a service or node called {what}"
     if intent.suggestions:
-        text += " Did you mean " + " or ".join(f"“{s}”" for s in intent.suggestions) + "?"
+        text += " — did you mean " + " or ".join(f"“{s}”" for s in intent.suggestions) + "?"
+    else:
+        text += "."
     known = []
     if names:
         known.append("services: " + ", ".join(names))
     if nodes:
         known.append("nodes: " + ", ".join(nodes))
     return Reply(
-        intent=intent.command.name, ok=True, title="Unknown service or node", status="warn",
+        intent=intent.command.name, ok=False, title="Unknown service or node", status="warn",
         sections=[Section(kind="text", text=text)]
         + ([Section(kind="context", text="Known " + "; ".join(known))] if known else []),
         data={"unknown": intent.unknown, "suggestions": intent.suggestions, "services": names, "nodes": nodes},
+        error=text,
     )
+
+
+async def aliases_of(ctx: Context) -> Aliases:
+    """Served model names and model paths of each configured service, from its last snapshot in the store.
+
+    The router stays pure: this is read here, only for a message with a word the config does not name, and
+    handed to it. A store that fails only costs the aliases (names and units still route).
+    """
+    served: dict[tuple[str, str], list[str]] = {}
+    if ctx.store is not None and ctx.config.services:
+        try:
+            for svc in ctx.config.services:
+                snaps = await ctx.store.latest_snapshots(svc.name, svc.node, limit=1)
+                if not snaps:
+                    continue
+                names = snaps[0].flags.get("served-model-name")
+                found = [str(n) for n in (names if isinstance(names, list) else [names]) if n]
+                if snaps[0].model:
+                    found.append(snaps[0].model)
+                served[(svc.name, svc.node)] = found
+        except Exception:
+            log.warning("state store unavailable; routing without model-name aliases", exc_info=True)
+    return service_aliases(ctx.config, served)
 
 
 async def answer(text: str, ctx: Context) -> Reply:
     """The whole path for one message: route → handler → ``Reply`` (errors become friendly replies)."""
     started = time.monotonic()
     intent = route(text, ctx.config)
+    if intent.unknown:
+        # Only a word that names nothing costs the store lookup of model names (most messages never do).
+        intent = route(text, ctx.config, await aliases_of(ctx))
     outcome = "ok"
     try:
-        if intent.unknown and not (intent.services and intent.explicit_target):
+        # A word that names nothing we know is never silently dropped ("status gpu-c" is not "status").
+        if intent.unknown:
             reply = unknown_target_reply(intent, ctx)
             outcome = "unknown-target"
         else:
@@ -61,6 +91,9 @@ async def answer(text: str, ctx: Context) -> Reply:
             req = Request(intent=intent.command.name, services=intent.services, nodes=intent.nodes,
                           explicit_target=intent.explicit_target, args=args)
             reply = await _handler(intent.command)(ctx, req)
+            if not intent.matched and text.strip():
+                # Help was the fallback, not the answer to what was asked.
+                reply = reply.model_copy(update={"ok": False, "error": "not understood"})
     except Exception:
         # The person gets a short apology; the traceback goes to the log (it holds no message text).
         log.exception("handler %s failed", intent.command.name)

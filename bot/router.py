@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot.commands import COMMANDS, Command
+from bot.commands import COMMANDS, FLAG_MENTION, FLAG_WORDS, RESTART_NEGATION, Command, mentioned_flag
 from config.models import BotConfig, Node, Service
 
 MAX_MESSAGE = 2000
@@ -23,9 +24,35 @@ STOPWORDS = frozenset(
     "performance progress eta long health state uptime force yes no ok hi hello hey thanks thank you "
     "inferbot bot args arguments params parameters vars variables command line setup loaded loading "
     "done alive healthy quick quickly again same has have been s tps sec vram nvidia-smi memory util "
-    "utilisation utilization usage info information detail details about into between both".split()
+    "utilisation utilization usage info information detail details about into between both "
+    # English that is never a name: question words, auxiliaries, pronouns, time words, restart words.
+    "why when where whom whose can could would will shall should may might must did doing had am were be "
+    "i we they he she them us him her his their someone anyone somebody anybody people person everyone "
+    "don t didn doesn isn wasn won shouldn can't cannot not never stop avoid ll re ve d m "
+    "restarts restarted restarting bounce bounced bouncing reboot rebooted rebooting re-start allowed "
+    "allow permission permissions rights access who's night overnight tonight today yesterday morning "
+    "evening afternoon week weekend day days hour hours minute minutes mins min second seconds ago since "
+    "earlier later lately recently before after then so far ever times time many much often count number "
+    "happened happen happening cause caused reason crash crashed crashing died fail failed failing "
+    "broken wrong problem issue error errors working work works look looks like seems well too also only "
+    "very some one two new old first next previous value values set size need want know let lets way "
+    "service services node nodes server servers cluster machine box vllm unit systemd systemctl "
+    "configuration commands usage kindly just really more less ok okay sure something anything nothing "
+    "if but because as out off over under each other such own nor u plz "
+    "compared against differ difference different up-to-date until till version versions request requests "
+    "queue queued waiting slow slower faster kv cache safe unsafe fine good bad better worse best worst "
+    "keep keeps kept still going gone left right wait waiting happy sorry guys team folks anyone's "
+    "mean means meant reason reasons explain tell said say says asked ask asking try trying tried think "
+    "guess maybe perhaps probably possible possibly likely actually currently right-now asap soon "
+    "morning tomorrow noon midnight hourly daily weekly month months year years lot lots little bit "
+    "p50 p90 p95 p99 ttft itl tpot rps qps fp8 fp16 bf16 int4 int8 awq gptq nvfp4 h100 h200 a100 b200 l40s "
+    "rtx blackwell hopper ampere workstation edition nvidia temperature temp power watts hot "
+    "dont doesnt didnt isnt wasnt wont shouldnt cant use uses used using mem ram "
+    "why's how's where's when's that's there's here's it'll i'm i've we're you're they're".split()
 )
-_TARGET_CUE = re.compile(r"\b(?:for|on|of|restart|logs?|compare|history|is|and)\s+([a-z0-9][a-z0-9-]*)")
+_SHELL_TAIL = re.compile(r"[;`|&$(){}<>\n]")
+_NUMBER = re.compile(r"^v?\d+(?:\.\d+)*%?$|^\d+(?:st|nd|rd|th|x|k|gb|gib|mb|mib)$")
+_DURATION = re.compile(r"^\d+(?:\.\d+)?(?:s|sec|secs|m|min|mins|h|hr|hrs|d|w|ms)$")
 
 
 @dataclass
@@ -71,22 +98,72 @@ def _match_name(token: str, names: list[str]) -> str | None:
     return None
 
 
-def route(text: str, config: BotConfig) -> Intent:
-    """Route ``text`` to a command and its targets. Never raises on garbage."""
-    norm = normalise(text)
+Aliases = Mapping[str, Sequence[Service]]
+
+
+def service_aliases(config: BotConfig, served: Mapping[tuple[str, str], Sequence[str]] | None = None) -> dict[
+        str, list[Service]]:
+    """Other names people type for a service: its unit (with and without ``.service``), and the served
+    model names and model paths (and their basenames) in ``served`` (``(service, node)`` → names, e.g.
+    from the last snapshots in the store). Keys are lower-case, without a leading ``/``."""
+    out: dict[str, list[Service]] = {}
+
+    def add(alias: str, svc: Service) -> None:
+        key = alias.strip().lower().strip("/")
+        if key and svc not in out.setdefault(key, []):
+            out[key].append(svc)
+
+    for svc in config.services:
+        add(svc.unit, svc)
+        add(svc.unit.removesuffix(".service"), svc)
+        for name in (served or {}).get((svc.name, svc.node), ()):
+            add(name, svc)
+            add(name.rstrip("/").rsplit("/", 1)[-1], svc)
+    return out
+
+
+def _keywords() -> frozenset[str]:
+    return frozenset(k for c in COMMANDS for k in c.keywords) | frozenset(c.name for c in COMMANDS)
+
+
+_KEYWORDS = _keywords()
+
+
+def _not_a_target(tok: str) -> bool:
+    """Words that can never be a service or node: English, command words, numbers, durations, flags."""
+    return (len(tok) < 2 or tok in STOPWORDS or tok in _KEYWORDS or tok in FLAG_WORDS
+            or bool(_NUMBER.match(tok)) or bool(_DURATION.match(tok)))
+
+
+def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Intent:
+    """Route ``text`` to a command and its targets. Never raises on garbage; does no I/O.
+
+    Every word that is not English, a command word, a number, a duration or a flag name is taken as a
+    target: it must name a service, a node or an alias of a service (``aliases``, see
+    :func:`service_aliases`), else it is reported in ``unknown`` with close matches in ``suggestions``.
+    """
+    norm = re.sub(r"^/?inferbot\b[\s,:]*", "", normalise(text))
+    # Shell punctuation ends the question: what follows ("restart kimi; rm -rf /") is pasted noise, not
+    # names, so it is not reported as unknown targets (it never reaches a node either way).
+    question = re.sub(r"^/?inferbot\b[\s,:]*", "", normalise(
+        _SHELL_TAIL.split(_MENTION.sub(" ", _SLACK_LINK.sub(r"\1", text[:MAX_MESSAGE])), 1)[0]))
     cmd = next((c for c in COMMANDS if c.matches(norm)), None)
     matched = cmd is not None
     if cmd is None:
         cmd = next(c for c in COMMANDS if c.name == "help")
     services_by_name, nodes_by_name = _names(config)
+    alias_map: Aliases = {**service_aliases(config), **(aliases or {})}
     all_names = [*services_by_name, *nodes_by_name]
-    tokens = _WORD.findall(norm)
+    # The words of a mentioned flag ("--max-model-len", "tensor parallel size") are not targets.
+    flag = mentioned_flag(norm)
+    tokens = _WORD.findall(FLAG_MENTION.sub(" ", norm))
+    in_question = set(_WORD.findall(FLAG_MENTION.sub(" ", question)))
     picked_services: list[Service] = []
     picked_nodes: list[Node] = []
     unknown: list[str] = []
     suggestions: list[str] = []
-    for tok in tokens:
-        tok = tok.strip("./")
+    for raw in tokens:
+        tok = raw.strip("./")
         name = _match_name(tok, list(services_by_name))
         if name:
             picked_services += [s for s in services_by_name[name] if s not in picked_services]
@@ -96,10 +173,12 @@ def route(text: str, config: BotConfig) -> Intent:
             if nodes_by_name[name] not in picked_nodes:
                 picked_nodes.append(nodes_by_name[name])
             continue
-    # Words in a target position that are not names we know: say so instead of guessing.
-    for m in _TARGET_CUE.finditer(norm):
-        tok = m.group(1)
-        if tok in STOPWORDS or tok.isdigit() or _match_name(tok, all_names):
+        key = tok.lower()
+        if key in alias_map or key.rsplit("/", 1)[-1] in alias_map:
+            found = alias_map.get(key) or alias_map[key.rsplit("/", 1)[-1]]
+            picked_services += [s for s in found if s not in picked_services]
+            continue
+        if _not_a_target(tok) or raw not in in_question:
             continue
         unknown.append(tok)
         suggestions += difflib.get_close_matches(tok, all_names, n=2, cutoff=0.6)
@@ -109,7 +188,9 @@ def route(text: str, config: BotConfig) -> Intent:
         args["lines"] = nums[-1]
     if re.search(r"\bforce\b", norm):
         args["force"] = True
-    if re.search(r"\bnccl\b", norm):
+    if flag is not None:
+        args["focus"], args["flag"] = "flag", flag
+    elif re.search(r"\bnccl\b", norm):
         args["focus"] = "nccl"
     elif re.search(r"\b(env|environment|vars?|variables)\b", norm):
         args["focus"] = "env"
@@ -117,9 +198,12 @@ def route(text: str, config: BotConfig) -> Intent:
         args["focus"] = "model"
     elif re.search(r"\bflags?\b|\bargs?\b|\barguments\b", norm):
         args["focus"] = "flags"
+    if cmd.name == "restarts" and RESTART_NEGATION.search(norm):
+        args["negated"] = True
     if not matched:
+        unknown, suggestions = [], []
         words = [t for t in tokens if t not in all_names]
-        keywords = sorted({k for c in COMMANDS for k in c.keywords})
+        keywords = sorted(_KEYWORDS)
         for w in words:
             suggestions += [f"{k}" for k in difflib.get_close_matches(w, keywords, n=1, cutoff=0.75)]
     # Only the services on the named nodes (or the named services) are targets; none named → all.

@@ -6,7 +6,7 @@ from typing import Any
 
 from handlers.common import STATE_STATUS, ago, worst
 from handlers.context import Context, Request
-from handlers.live import record_snapshots, snapshot_data
+from handlers.live import answered, failure, record_snapshots, snapshot_data
 from handlers.reply import Reply, Section
 from handlers.settings import SETTINGS_PROBE
 from services.models import FlagValue, ServiceState
@@ -16,7 +16,7 @@ from services.vllm_args import format_flag_value
 async def handle(ctx: Context, req: Request) -> Reply:
     """Diff each target's settings against the previous different snapshot."""
     if ctx.store is None:
-        return Reply(intent="changes", title="No history", status="warn", sections=[
+        return Reply(intent="changes", ok=False, error="no state store", title="No history", status="warn", sections=[
             Section(kind="text", text="I keep no state here (no [state] store), so I can't tell what changed.")])
     snap = await ctx.cluster.snapshot(req.services, req.nodes, SETTINGS_PROBE)
     await record_snapshots(ctx, snap.services)
@@ -45,7 +45,10 @@ async def handle(ctx: Context, req: Request) -> Reply:
         rows = [[d.kind, d.key, format_flag_value(d.old), format_flag_value(d.new)] for d in diff]
         sections.append(Section(kind="table", headers=["what", "name", "before", "now"], rows=rows))
     statuses = [STATE_STATUS[s.state] for s in snap.services]
-    return Reply(intent="changes", title="What changed", status=worst(statuses), sections=sections, data=data)
+    # What was seen last is still an answer to "what changed?" when the node is down now.
+    ok = answered(snap) or any(out.get("since") for out in data["services"])
+    return Reply(intent="changes", ok=ok, title="What changed", status=worst(statuses), sections=sections,
+                 data=data, error=None if ok else failure(snap))
 
 
 def compare_rows(a: ServiceState, b: ServiceState) -> list[dict[str, Any]]:
@@ -70,7 +73,8 @@ async def compare(ctx: Context, req: Request) -> Reply:
     """Compare two services (or one service on two nodes) side by side."""
     if len(req.services) != 2:
         found = ", ".join(f"{s.name}@{s.node}" for s in req.services) or "none"
-        return Reply(intent="compare", title="Compare what?", status="info", sections=[Section(
+        return Reply(intent="compare", ok=False, error="name exactly two services", title="Compare what?",
+                     status="info", sections=[Section(
             kind="text", text="Name exactly two services, or one service and two nodes — e.g. “compare kimi and "
                               f"qwen” or “compare kimi on gpu-a and gpu-b”. I matched: {found}.")],
             data={"compare": None})
@@ -91,5 +95,9 @@ async def compare(ctx: Context, req: Request) -> Reply:
     sections.append(Section(kind="table", headers=["setting", la, lb], rows=diff_rows))
     data = snapshot_data(snap)
     data["compare"] = {"left": la, "right": lb, "rows": rows}
-    return Reply(intent="compare", title=f"{la} vs {lb}", status=worst([STATE_STATUS[a.state], STATE_STATUS[b.state]]),
-                 sections=sections, data=data)
+    # Both sides are needed: one unreachable side leaves nothing to compare.
+    ok = a.state != "unreachable" and b.state != "unreachable"
+    return Reply(intent="compare", ok=ok, title=f"{la} vs {lb}",
+                 status=worst([STATE_STATUS[a.state], STATE_STATUS[b.state]]), sections=sections, data=data,
+                 error=None if ok else "unreachable: " + ", ".join(
+                     f"{st.service}@{st.node}" for st in (a, b) if st.state == "unreachable"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from handlers.context import Context, Request
-from handlers.live import snapshot_data
+from handlers.live import answered, failure, snapshot_data
 from handlers.reply import Reply, Section, Status
 from handlers.settings import node_error_sections
 from services.probe import ProbeOptions
@@ -66,4 +66,6 @@ async def handle(ctx: Context, req: Request) -> Reply:
     ]
     order: list[Status] = ["error", "warn", "ok"]
     worst_status = next((s for s in order if s in statuses), "info")
-    return Reply(intent="gpus", title="GPU status", status=worst_status, sections=sections, data=data)
+    ok = answered(snap)
+    return Reply(intent="gpus", ok=ok, title="GPU status", status=worst_status, sections=sections, data=data,
+                 error=None if ok else failure(snap))

@@ -8,7 +8,8 @@ from handlers.reply import Reply, Section
 from services.access import check_restart_access
 
 # The table is ordered for matching (specific first); people want the everyday questions first.
-HELP_ORDER = ("settings", "status", "throughput", "gpus", "logs", "changes", "compare", "restart", "audit")
+HELP_ORDER = ("settings", "status", "throughput", "gpus", "flag", "logs", "changes", "compare", "restart", "restarts",
+              "audit")
 
 
 async def _may_restart(ctx: Context) -> bool:

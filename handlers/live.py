@@ -68,8 +68,17 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
             )
 
 
+def answered(snap: Snapshot) -> bool:
+    """The reply's ``ok``: at least one targeted node answered (so something asked for was answered).
+
+    False when there was nothing to ask or every targeted node was unreachable; a partial failure
+    stays ``ok`` and is listed in ``data["unreachable"]``.
+    """
+    return any(n.ok for n in snap.nodes) or any(s.state != "unreachable" for s in snap.services)
+
+
 def snapshot_data(snap: Snapshot) -> dict[str, Any]:
-    """The ``data`` of a reply: one object per service, plus per-node reachability."""
+    """The ``data`` of a reply: one object per service, plus per-node reachability and the unreachable ones."""
     return {
         "services": [s.model_dump(mode="json") for s in snap.services],
         "nodes": [
@@ -77,6 +86,7 @@ def snapshot_data(snap: Snapshot) -> dict[str, Any]:
              "elapsed_s": round(n.elapsed_s, 3)}
             for n in snap.nodes
         ],
+        "unreachable": [n.node for n in snap.nodes if not n.ok],
     }
 
 
@@ -113,4 +123,13 @@ def cards_reply(intent: str, title: str, snap: Snapshot, sections: list[Section]
     """The reply for a list of service cards."""
     from handlers.common import worst
 
-    return Reply(intent=intent, title=title, status=worst(statuses), sections=sections, data=snapshot_data(snap))
+    ok = answered(snap)
+    return Reply(intent=intent, ok=ok, title=title, status=worst(statuses), sections=sections,
+                 data=snapshot_data(snap), error=None if ok else failure(snap))
+
+
+def failure(snap: Snapshot) -> str:
+    """The ``error`` of a reply that answered nothing."""
+    if not snap.nodes and not snap.services:
+        return "no services or nodes are configured"
+    return "every targeted node is unreachable: " + ", ".join(n.node for n in snap.nodes if not n.ok)

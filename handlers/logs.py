@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from handlers.common import STATE_STATUS, worst
 from handlers.context import Context, Request
-from handlers.live import snapshot_data
+from handlers.live import answered, failure, snapshot_data
 from handlers.reply import Attachment, Reply, Section
 from handlers.settings import node_error_sections
 from services.probe import ProbeOptions
@@ -21,7 +21,8 @@ async def handle(ctx: Context, req: Request) -> Reply:
     note = f"(capped at {MAX_LINES} lines)" if isinstance(asked, int) and asked > MAX_LINES else ""
     if not req.explicit_target and len(req.services) > 1:
         names = ", ".join(s.name for s in req.services)
-        return Reply(intent="logs", title="Which service?", status="info", sections=[
+        return Reply(intent="logs", ok=False, error="name one service", title="Which service?", status="info",
+                     sections=[
             Section(kind="text", text=f"Name the service whose logs you want — e.g. “logs {req.services[0].name}”. "
                                       f"Known: {names}.")], data={"services": [s.name for s in req.services]})
     snap = await ctx.cluster.snapshot(req.services, req.nodes, ProbeOptions(journal_lines=0, log_lines=n, gpus=False))
@@ -49,5 +50,6 @@ async def handle(ctx: Context, req: Request) -> Reply:
     sections += node_error_sections(snap, {s.node for s in snap.services})
     statuses = [STATE_STATUS[s.state] for s in snap.services]
     data = snapshot_data(snap)
-    return Reply(intent="logs", title="Logs", status=worst(statuses), sections=sections, attachments=attachments,
-                 data=data)
+    ok = answered(snap)
+    return Reply(intent="logs", ok=ok, title="Logs", status=worst(statuses), sections=sections,
+                 attachments=attachments, data=data, error=None if ok else failure(snap))

@@ -17,20 +17,34 @@ from handlers.reply import Reply, Section
 from services.cluster import Snapshot
 from services.models import ServiceState
 from services.probe import ProbeOptions
+from services.vllm_args import format_flag_value
 
 # The live tok/s in the settings summary comes from vLLM's periodic stats line in the journal (no pause
 # for two /metrics samples); "throughput" and "status" sample /metrics twice.
 SETTINGS_PROBE = ProbeOptions(bench=True)
 
 
-def service_sections(st: ServiceState, ctx: Context, focus: str | None = None) -> list[Section]:
-    """The full settings card of one service (or the focused part of it)."""
+def flag_value(st: ServiceState, flag: str) -> str:
+    """One flag's value as a person reads it ("(not set — vLLM's default)" when absent)."""
+    if flag == "model":
+        return st.model or "(none found)"
+    if flag not in st.flags:
+        return "(not set — vLLM's default applies)"
+    return format_flag_value(st.flags[flag])
+
+
+def service_sections(st: ServiceState, ctx: Context, focus: str | None = None, flag: str | None = None
+                     ) -> list[Section]:
+    """The full settings card of one service (or the focused part of it: ``focus="flag"`` and ``flag``)."""
     now = ctx.now()
     out = [Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]),
            Section(kind="text", text=state_line(st, now))]
     if st.state == "unreachable":
         w = warnings_section(st)
         return out + ([w] if w else [])
+    if focus == "flag" and flag:
+        source = "the running process" if st.settings_source == "process" else "the unit file"
+        return [*out, Section(kind="fields", fields=[(f"--{flag}", flag_value(st, flag)), ("from", source)])]
     facts = [("unit", st.unit), ("model", st.model or "(none found)")]
     if st.main_pid:
         facts.append(("main PID", str(st.main_pid)))
@@ -97,9 +111,10 @@ def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
 async def handle(ctx: Context, req: Request) -> Reply:
     """Probe the targets and describe their settings."""
     focus = req.args.get("focus")
+    flag = req.args.get("flag") if isinstance(req.args.get("flag"), str) else None
 
     def card(st: ServiceState, c: Context) -> list[Section]:
-        return service_sections(st, c, focus if isinstance(focus, str) else None)
+        return service_sections(st, c, focus if isinstance(focus, str) else None, flag)
 
     snap, sections, statuses = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
     if not sections:
@@ -107,4 +122,13 @@ async def handle(ctx: Context, req: Request) -> Reply:
         sections.append(Section(kind="text", text=none))
     title = "Current settings" if not req.explicit_target else "Settings for " + ", ".join(
         dict.fromkeys([s.service for s in snap.services] or [n.name for n in req.nodes]))
-    return cards_reply("settings", title, snap, sections, statuses)
+    if flag:
+        title = f"--{flag}" + (" of " + ", ".join(dict.fromkeys(s.service for s in snap.services))
+                               if req.explicit_target and snap.services else "")
+    reply = cards_reply("settings", title, snap, sections, statuses)
+    if flag:
+        reply.data["flag"] = {"name": flag, "values": [
+            {"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
+             "value": (st.model if flag == "model" else st.flags.get(flag))}
+            for st in snap.services if st.state != "unreachable"]}
+    return reply

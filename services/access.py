@@ -78,9 +78,9 @@ async def check_restart_access(
     Order: the terminal (whoever has the config and a shell) → the channel → the person. The default
     policy (no users, no groups) allows nobody in Slack, and the answer says how to allow it.
     """
-    if asker.surface == "cli":
-        # The person has the config file and a shell on the bot's host: they could run systemctl
-        # themselves. State checks (reachability, lock, cooldown) still apply.
+    if asker.surface != "slack":
+        # The terminal, with or without --json (one person, one answer): they have the config file and
+        # a shell on the bot's host and could run systemctl themselves. State checks still apply.
         return AccessDecision(True, "terminal user")
     uid = asker.user_id
     if not uid:

@@ -91,3 +91,127 @@ def test_typo_in_command_suggests_keyword() -> None:
     assert not i.matched and i.command.name == "help"
     i = route("settngs", CFG)
     assert "settings" in i.suggestions
+
+
+# -- issue 10: questions and negations about restarts never start one ------------------------------------
+
+RESTART_QUESTIONS = [
+    "why did kimi restart last night?", "when was the last restart of kimi", "who can restart kimi?",
+    "did kimi restart overnight", "how do I restart kimi", "should I restart kimi?", "restart history",
+    "has kimi restarted", "kimi restarted?", "restarts of kimi today", "can I restart kimi?",
+    "was qwen rebooted?", "how often does kimi restart", "what restarted kimi", "is it safe to restart kimi",
+    "who may bounce qwen", "last restart of qwen", "restart log for kimi", "why was kimi bounced",
+    "hey, why did kimi restart?", "kimi keeps restarting",
+]
+RESTART_NEGATIONS = ["don't restart kimi", "never restart kimi", "do not restart kimi", "dont restart kimi",
+                     "please don't restart kimi", "stop restarting kimi", "kimi must not be restarted",
+                     "no need to restart qwen", "don't bounce qwen"]
+RESTART_REQUESTS = ["restart kimi", "please restart kimi on gpu-a", "/inferbot restart kimi", "restart kimi force",
+                    "bounce kimi", "can you restart kimi?", "could you please restart qwen", "pls restart qwen",
+                    "reboot qwen", "Restart kimi.", "<@U0BOT> restart qwen", "ok, restart qwen"]
+
+
+@pytest.mark.parametrize("text", RESTART_QUESTIONS + RESTART_NEGATIONS)
+def test_questions_and_negations_about_restarts_do_not_route_to_restart(text: str) -> None:
+    i = route(text, CFG)
+    assert i.command.name == "restarts" and not i.command.confirm and not i.command.restricted
+    assert not i.unknown, i.unknown
+
+
+@pytest.mark.parametrize("text", RESTART_NEGATIONS)
+def test_negations_are_marked(text: str) -> None:
+    assert route(text, CFG).args.get("negated") is True
+
+
+@pytest.mark.parametrize("text", RESTART_QUESTIONS)
+def test_questions_are_not_negations(text: str) -> None:
+    assert "negated" not in route(text, CFG).args
+
+
+@pytest.mark.parametrize("text", RESTART_REQUESTS)
+def test_only_imperatives_route_to_restart(text: str) -> None:
+    i = route(text, CFG)
+    assert i.command.name == "restart" and i.command.confirm and not i.unknown
+
+
+def test_restart_questions_name_their_target() -> None:
+    i = route("why did qwen restart last night?", CFG)
+    assert i.explicit_target and {f"{s.name}@{s.node}" for s in i.services} == {"qwen@gpu-b"}
+
+
+# -- unknown names are reported after every word ----------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("text", "unknown", "suggestion"),
+    [
+        ("status gpu-c", "gpu-c", "gpu-a"), ("gpus gpu-c", "gpu-c", "gpu-a"), ("settings kimmi", "kimmi", "kimi"),
+        ("is gpu-c up?", "gpu-c", "gpu-a"), ("logs kimmi", "kimmi", "kimi"),
+        ("throughput for qwen9", "qwen9", "qwen"), ("compare kimmi and qwen", "kimmi", "kimi"),
+        ("show config for kimmi", "kimmi", "kimi"), ("what changed on qwne", "qwne", "qwen"),
+        ("history kimmi", "kimmi", "kimi"), ("restart kimmi", "kimmi", "kimi"),
+        ("why did kimmi restart?", "kimmi", "kimi"), ("tok/s of qwen9", "qwen9", "qwen"),
+        ("gpu utilization on gpu-c", "gpu-c", "gpu-a"), ("what's --max-model-len on kimmi", "kimmi", "kimi"),
+    ],
+)
+def test_unknown_target_after_any_word(text: str, unknown: str, suggestion: str) -> None:
+    i = route(text, CFG)
+    assert i.matched and unknown in i.unknown and suggestion in i.suggestions
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["what are current settings?", "is it ready yet?", "how fast is kimi?", "what flags is kimi running with",
+     "which model is on gpu-a", "show me the logs for kimi", "is kimi healthy", "what changed on kimi since yesterday",
+     "how long until kimi is ready", "what is the eta for kimi", "show nccl env for kimi on gpu-b",
+     "logs kimi 100", "logs kimi 10m", "throughput for qwen in the last 5 minutes", "restart kimi force",
+     "what's the kv cache usage on kimi", "is kimi up?", "gpus on gpu-a", "what is -tp of kimi",
+     "what is the p99 latency of kimi", "is kimi running fp8", "how hot are the gpus on gpu-a",
+     "which vllm version, 0.20.1?", "is it safe to restart kimi"],
+)
+def test_ordinary_words_are_not_unknown_targets(text: str) -> None:
+    assert route(text, CFG).unknown == []
+
+
+def test_every_example_in_the_table_routes_to_its_command() -> None:
+    from bot.commands import COMMANDS
+
+    for c in COMMANDS:
+        for example in c.examples:
+            i = route(example, CFG)
+            assert (i.command.name, i.unknown) == (c.name, []), example
+
+
+def test_served_model_name_model_path_and_unit_pick_their_service() -> None:
+    from bot.router import service_aliases
+
+    aliases = service_aliases(CFG, {("qwen", "gpu-b"): ["qwen3-32b", "/models/Qwen3-32B"]})
+    for text in ("settings for qwen3-32b", "settings for /models/Qwen3-32B", "settings for Qwen3-32B",
+                 "status of vllm-qwen.service", "logs vllm-qwen"):
+        i = route(text, CFG, aliases)
+        assert i.unknown == [] and {f"{s.name}@{s.node}" for s in i.services} == {"qwen@gpu-b"}, text
+    # Without the alias (nothing seen yet), the name is unknown rather than ignored.
+    assert route("settings for qwen3-32b", CFG).unknown == ["qwen3-32b"]
+
+
+# -- GPU utilisation is the GPUs answer; a flag name is the settings answer focused on it -----------------
+
+@pytest.mark.parametrize("text", ["gpu utilization", "what's the gpu utilization on gpu-a", "GPU util", "gpu usage",
+                                  "vram", "gpu memory", "GPU utilisation", "how much vram is used on gpu-b",
+                                  "gpu mem"])
+def test_gpu_utilisation_routes_to_gpus(text: str) -> None:
+    i = route(text, CFG)
+    assert i.command.name == "gpus" and i.unknown == []
+
+
+@pytest.mark.parametrize(
+    ("text", "flag"),
+    [("what is the gpu-memory-utilization of kimi", "gpu-memory-utilization"),
+     ("what's --max-model-len on kimi", "max-model-len"), ("tensor parallel size of kimi", "tensor-parallel-size"),
+     ("gpu memory utilization of kimi", "gpu-memory-utilization"), ("-tp of kimi", "tensor-parallel-size"),
+     ("what is max_num_seqs on qwen", "max-num-seqs"), ("--enforce-eager on qwen?", "enforce-eager"),
+     ("which tool call parser does kimi use", "tool-call-parser"), ("quantization of kimi", "quantization")],
+)
+def test_flag_questions_focus_on_the_flag(text: str, flag: str) -> None:
+    i = route(text, CFG)
+    assert i.command.handler_path == "handlers.settings:handle"
+    assert i.args["focus"] == "flag" and i.args["flag"] == flag and i.unknown == []
