@@ -76,6 +76,7 @@ SCOPES: dict[str, str] = {
     "commands": "the /inferbot slash command",
     "files:write": "files.uploadV2: long output (logs) as a file in the thread",
     "usergroups:read": "usergroups.users.list: restart permission by user group (restart issue)",
+    "im:write": "conversations.open: a Home-tab Restart is confirmed in a DM with the person",
 }
 
 _TOKEN_HELP = {
@@ -571,6 +572,9 @@ def build_app(
     for action_id in RESTART_ACTIONS:
         app.action(action_id)(on_restart)
         reg.actions.add(action_id)
+    from bot.home_slack import register_home
+
+    register_home(app, bot)  # the App Home dashboard: app_home_opened, home_refresh, home_restart
     app.error(on_error)
     return app
 

@@ -19,7 +19,7 @@ from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration, remaining
 from handlers.context import Context
 from handlers.live import apply_history
-from handlers.notify import Notifier, jobs_of
+from handlers.notify import Notifier, dashboards_changed, jobs_of
 from handlers.reply import Reply, Section, Status
 from handlers.status import progress_bar
 from services.assemble import expected_model
@@ -355,6 +355,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
             found = _outcome(st, f, now, ctx.config.watch.max_load)
         if found is None:
             f = await _post_progress(ctx, f, st, notifier, now)
+            await dashboards_changed(ctx, key)  # the Home tabs show this load's progress (paced there)
             return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
         outcome, reason = found
         ready_at = now if outcome == "ready" else None
@@ -386,6 +387,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
         return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
     if await store.finish_follow(key, outcome, at=now):
         await _finished(ctx, f, outcome, line, notifier, now)
+        await dashboards_changed(ctx, key)
     _stop(ctx, key)
     return FollowStatus(key, True, outcome=outcome, state=st, line=line)
 
@@ -452,6 +454,8 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[s
         await store.set_watch(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
         if base is None:
             continue
+        if (base.active_state, base.main_pid) != (active_state, st.main_pid):
+            await dashboards_changed(ctx, follow_key(st.service, st.node))  # a state change for the Home tabs
         new_pid = st.main_pid != 0 and st.main_pid != base.main_pid
         failed_now = active_state == "failed" and base.active_state != "failed"
         more_restarts = st.restarts > base.n_restarts

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -51,6 +51,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -437,6 +438,16 @@ watches = Table(
     Column("n_restarts", Integer, nullable=False),
     Column("active_state", String(40), nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+)
+
+
+home_views = Table(
+    # App Home dashboards people opened: who, when, when last published (pacing) and whether stale.
+    "inferbot_home_views", metadata,
+    Column("user_id", String(200), primary_key=True),
+    Column("opened_at", UTCDateTime, nullable=False),
+    Column("published_at", UTCDateTime),
+    Column("dirty", Boolean, nullable=False),
 )
 
 
@@ -1160,6 +1171,75 @@ class Store:
                   "started_at": None if started_at is None else _aware(started_at, "started_at"),
                   "n_restarts": int(n_restarts), "active_state": active_state, "updated_at": _utcnow()}
         await self._run(self._upsert, watches, {"service": service, "node": node}, values)
+
+    # ---- App Home dashboards ---------------------------------------------------------------------
+
+    async def home_opened(self, user_id: str, at: datetime) -> None:
+        """Remember that ``user_id`` opened the App Home tab at ``at`` (their dashboard is now open)."""
+        values = {"opened_at": _aware(at, "at"), "dirty": True}
+        await self._run(self._upsert, home_views, {"user_id": user_id}, values)
+
+    async def home_mark_dirty(self, opened_since: datetime) -> int:
+        """Mark every dashboard opened since ``opened_since`` as stale; returns how many."""
+        since = _aware(opened_since, "opened_since")
+        return await self._run(self._home_mark_dirty, since)
+
+    def _home_mark_dirty(self, since: datetime) -> int:
+        with self._write() as conn:
+            return int(conn.execute(update(home_views).where(home_views.c.opened_at >= since)
+                                    .values(dirty=True)).rowcount)
+
+    async def home_due(self, now: datetime, min_interval_s: float, opened_since: datetime) -> list[str]:
+        """Users whose open dashboard is stale and may be republished now (paced to ``min_interval_s``)."""
+        return await self._run(self._home_due, _aware(now, "now"), min_interval_s,
+                               _aware(opened_since, "opened_since"))
+
+    def _home_due(self, now: datetime, min_interval_s: float, since: datetime) -> list[str]:
+        cutoff = now - timedelta(seconds=min_interval_s)
+        with self._read() as conn:
+            rows = conn.execute(select(home_views.c.user_id).where(
+                home_views.c.dirty.is_(True), home_views.c.opened_at >= since,
+                or_(home_views.c.published_at.is_(None), home_views.c.published_at <= cutoff),
+            ).order_by(home_views.c.user_id)).all()
+        return [str(r.user_id) for r in rows]
+
+    async def home_claim_publish(self, user_id: str, now: datetime, min_interval_s: float,
+                                 force: bool = False) -> bool:
+        """Claim the next publish of ``user_id``'s dashboard: True at most once per ``min_interval_s``.
+
+        One atomic ``UPDATE``, so two replicas (or two changes at once) never both publish within the
+        interval; ``force`` (the person opened the tab or pressed Refresh) skips the pacing.
+        """
+        return await self._run(self._home_claim, user_id, _aware(now, "now"), min_interval_s, force)
+
+    def _home_claim(self, user_id: str, now: datetime, min_interval_s: float, force: bool) -> bool:
+        cutoff = now - timedelta(seconds=min_interval_s)
+        query = update(home_views).where(home_views.c.user_id == user_id)
+        if not force:
+            query = query.where(or_(home_views.c.published_at.is_(None), home_views.c.published_at <= cutoff))
+        with self._write() as conn:
+            return conn.execute(query.values(published_at=now, dirty=False)).rowcount == 1
+
+    async def home_publish_failed(self, user_id: str) -> None:
+        """The claimed publish did not reach Slack: stale again, and due on the next change."""
+        await self._run(self._set_values, home_views, {"user_id": user_id}, {"dirty": True, "published_at": None})
+
+    async def last_restarts(self, events: AbstractSet[str]) -> dict[tuple[str, str], AuditEntry]:
+        """The newest audit entry among ``events`` per (service, node): "last restart, when and by whom"."""
+        return await self._run(self._last_restarts, frozenset(events))
+
+    def _last_restarts(self, events: frozenset[str]) -> dict[tuple[str, str], AuditEntry]:
+        newest = (select(audit_log.c.service, audit_log.c.node, func.max(audit_log.c.id).label("id"))
+                  .where(audit_log.c.event.in_(sorted(events)), audit_log.c.service.is_not(None),
+                         audit_log.c.node.is_not(None))
+                  .group_by(audit_log.c.service, audit_log.c.node).subquery())
+        with self._read() as conn:
+            rows = conn.execute(select(audit_log).join(newest, audit_log.c.id == newest.c.id)).all()
+        out: dict[tuple[str, str], AuditEntry] = {}
+        for r in rows:
+            entry = AuditEntry.model_validate(_row(r))
+            out[(str(entry.service), str(entry.node))] = entry
+        return out
 
     # ---- helpers ---------------------------------------------------------------------------------
 
