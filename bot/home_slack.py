@@ -244,8 +244,11 @@ def register_home(app: AsyncApp, bot: SlackBot) -> HomePublisher:
     async def on_refresh(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         user = str((body.get("user") or {}).get("id") or "")
-        if user:
+        # Each Refresh probes every node: the same per-person limit as questions keeps a stuck mouse cheap.
+        if user and bot.limiter.check(user).allowed:
             spawn(publisher.publish_now(user), "home-refresh")
+        elif user:
+            log.info("home refresh rate-limited", extra={"event": "slack-home", "user": user})
 
     async def on_restart(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()

@@ -716,6 +716,10 @@ async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: To
         finally:
             beat.cancel()
             await scheduler.shutdown()
+            from bot.home_slack import HomePublisher
+
+            if isinstance(rt.dashboards, HomePublisher):
+                rt.dashboards.close()  # the App Home republisher's pending rounds (its state is in the store)
             await cleanup()
             await bot.drain()
     return EXIT_OK
