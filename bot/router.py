@@ -25,6 +25,8 @@ STOPWORDS = frozenset(
     "done alive healthy quick quickly again same has have been s tps sec vram nvidia-smi memory util "
     "utilisation utilization usage info information detail details about into between both".split()
 )
+_WINDOW = re.compile(r"\b(\d{1,4})\s*(mins?|minutes?|m|h|hrs?|hours?|d|days?|w|weeks?)\b")
+_WINDOW_UNIT = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _TARGET_CUE = re.compile(r"\b(?:for|on|of|restart|logs?|compare|history|is|and)\s+([a-z0-9][a-z0-9-]*)")
 
 
@@ -107,6 +109,10 @@ def route(text: str, config: BotConfig) -> Intent:
     nums = [int(t) for t in tokens if t.isdigit() and len(t) <= 6]
     if nums:
         args["lines"] = nums[-1]
+    # Charts: the time window ("last 6h", "24 h", "7d", "90 min").
+    window = _WINDOW.search(norm)
+    if window:
+        args["window_s"] = int(window.group(1)) * _WINDOW_UNIT[window.group(2)[0]]
     if re.search(r"\bforce\b", norm):
         args["force"] = True
     if re.search(r"\bnccl\b", norm):

@@ -328,6 +328,10 @@ class SlackBot:
             ok = await self.post_messages(client, channel, thread_ts, messages)
         if ok and reply.attachments:
             ok = await self.upload(client, channel, thread_ts, reply, response_url)
+        if ok and reply.chart is not None:
+            from bot.chart_slack import upload_chart
+
+            ok = await upload_chart(client, channel, thread_ts, reply)
         log.info("slack answer", extra={
             "event": "slack", "kind": kind, "user": user, "channel": channel, "intent": reply.intent,
             "messages": len(messages), "ms": int((time.monotonic() - started) * 1000),

@@ -21,6 +21,7 @@ from handlers.context import Context
 from handlers.live import apply_history
 from handlers.notify import Notifier, dashboards_changed, jobs_of
 from handlers.reply import Reply, Section, Status
+from handlers.samples import record_samples
 from handlers.status import progress_bar
 from services.assemble import expected_model
 from services.models import ServiceState
@@ -32,7 +33,8 @@ log = logging.getLogger("inferbot.follow")
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
 FAIL_PROBE = ProbeOptions(gpus=False, log_lines=20, http_timeout_s=3.0)
-WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)
+# One /metrics scrape of each ready server rides along (same round trip): the samples behind charts.
+WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, http_timeout_s=2.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's
 ``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
@@ -354,6 +356,8 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier) -> FollowStatu
         else:
             found = _outcome(st, f, now, ctx.config.watch.max_load)
         if found is None:
+            if st.phase and not waiting_for_start:  # when each phase began: `chart loads`
+                await store.record_load_phase(f.service, f.node, _load_id(f), st.phase, now)
             f = await _post_progress(ctx, f, st, notifier, now)
             await dashboards_changed(ctx, key)  # the Home tabs show this load's progress (paced there)
             return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
@@ -439,11 +443,15 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[s
     services = [s for s in ctx.config.services if s.node == node_name]
     if not services:
         return []
-    report, states, _raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
+    report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
     if not report.ok:
         return []
     started: list[str] = []
     now = ctx.now()
+    try:
+        await record_samples(store, states, raw, now)
+    except Exception:  # charts lose a sample; the watcher must carry on
+        log.warning("storing metric samples of %s failed", node_name, exc_info=True)
     by_name = {s.name: s for s in services}
     for st in states:
         service = by_name.get(st.service)

@@ -141,6 +141,7 @@ class FakeSlack:
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.uploads: dict[str, bytes] = {}  # file id -> the bytes POSTed to its upload_url
         self.acks: list[dict[str, Any]] = []
         self.connections_opened = 0  # apps.connections.open calls
         self.websockets_accepted = 0
@@ -283,6 +284,7 @@ class FakeSlack:
 
     async def _upload(self, request: web.Request) -> web.Response:
         data = await request.read()
+        self.uploads[request.match_info["fid"]] = data
         await self._record(f"upload:{request.match_info['fid']}", {"size": len(data),
                                                                      "content": data.decode(errors="replace")},
                            request)
