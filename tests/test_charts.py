@@ -286,3 +286,46 @@ print(intent, sorted(m for m in sys.modules if m.split(".")[0] == "matplotlib"))
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                          timeout=60, check=True).stdout.split()
     assert out == ["settings", "[]"]
+
+
+# -- routing and the follow's phase record -----------------------------------------------------------------
+
+def test_chart_questions_route_to_the_charts_with_their_window(tmp_path: Path) -> None:
+    from bot.router import route
+
+    cfg = offline_config(tmp_path)
+    cases = {
+        "chart throughput kimi": ("chart_throughput", None),
+        "throughput kimi chart last 6h": ("chart_throughput", 6 * 3600),
+        "chart throughput kimi 24h": ("chart_throughput", 24 * 3600),
+        "@inferbot chart throughput kimi last 7d": ("chart_throughput", 7 * 86400),
+        "graph of kimi's throughput for the last 90 min": ("chart_throughput", 90 * 60),
+        "chart loads kimi": ("chart_loads", None),
+        "chart bench kimi": ("chart_bench", None),
+        "benchmark chart for kimi": ("chart_bench", None),
+        "throughput kimi": ("throughput", None),  # no chart asked: the live numbers, as before
+        "bench kimi": ("throughput", None),
+    }
+    for text, (name, window) in cases.items():
+        intent = route(text, cfg)
+        assert (intent.command.name, intent.args.get("window_s")) == (name, window), text
+        assert [s.name for s in intent.services] == ["kimi"], text
+
+
+async def test_a_followed_restart_records_its_phases_for_chart_loads(make_cluster: MakeCluster) -> None:
+    from tests.test_restart import BOB, bot, kimi_cluster, ready_in_both, request, until
+
+    cluster = await kimi_cluster(make_cluster)
+    async with bot(cluster.config) as b:
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid, user=BOB)).executed
+        await until(ready_in_both(b), 45, "the ready notices")
+        reply = await b.ask("chart loads kimi")
+    assert reply.chart is not None
+    [load] = reply.data["loads"]
+    assert load["outcome"] == "ready"
+    split = load["phases_s"]
+    assert "loading_weights" in split and "unknown" not in split, split
+    assert sum(split.values()) == pytest.approx(load["duration_s"], abs=0.5)
+    assert list(split) == [p for p in ("waiting_for_gpu", "loading_weights", "kv_cache", "compiling",
+                                       "starting_api") if p in split]  # in the order they happened
