@@ -33,8 +33,10 @@ log = logging.getLogger("inferbot.follow")
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
 FAIL_PROBE = ProbeOptions(gpus=False, log_lines=20, http_timeout_s=3.0)
-# One /metrics scrape of each ready server rides along (same round trip): the samples behind charts.
-WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, http_timeout_s=2.0)
+# One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
+# samples behind charts.
+WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
+                           http_timeout_s=2.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's
 ``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
