@@ -68,7 +68,10 @@ class HomePublisher:
         """The person opened the Home tab: remember it, and publish now."""
         store = self.runtime.store
         if store is not None:
-            await store.home_opened(user, self.clock())
+            try:
+                await store.home_opened(user, self.clock())
+            except Exception:  # the tab is still worth showing; it just won't refresh itself
+                log.warning("could not record the open Home tab", exc_info=True)
         await self.publish_now(user)
 
     async def publish_now(self, user: str) -> None:
@@ -76,7 +79,10 @@ class HomePublisher:
         dash = await read_dashboard(self._ctx())
         store = self.runtime.store
         if store is not None:
-            await store.home_claim_publish(user, self.clock(), self.min_interval_s, force=True)
+            try:
+                await store.home_claim_publish(user, self.clock(), self.min_interval_s, force=True)
+            except Exception:  # pacing is only bookkeeping here: the person asked, so they get the view
+                log.warning("could not record the Home publish", exc_info=True)
         await self._publish(user, dash)
 
     # -- handlers.notify.Dashboards
