@@ -14,7 +14,7 @@ from typing import Any
 from config.models import Service
 from handlers.common import PHASE_WORDS, fmt_duration
 from handlers.context import Context, Request
-from handlers.reply import Chart, ChartMarker, ChartPanel, ChartSeries, Reply, Section
+from handlers.reply import Chart, ChartMarker, ChartPanel, ChartSeries, Reply, Section, Status
 from services import bench as bench_parse
 from services.probe import ProbeOptions
 from services.store import LoadRecord, MetricPoint, Store
@@ -35,12 +35,16 @@ def _one_service(ctx: Context, req: Request, what: str) -> Service | Reply:
     names = sorted({s.name for s in (req.services or ctx.config.services)})
     if not names:
         return _note(what, "No services are configured, so there is nothing to chart.")
+    if len(names) == 1:  # one name on several nodes
+        nodes = sorted(s.node for s in req.services)
+        return _note(what, f"{names[0]} runs on {' and '.join(nodes)}: name the node, e.g. "
+                     f"`chart {what} {names[0]} on {nodes[0]}`.")
     example = f"chart {what} {names[0]}"
     return _note(what, f"Which service? A chart shows one: e.g. `{example}` (services: {', '.join(names)}).")
 
 
-def _note(what: str, text: str, status: str = "info") -> Reply:
-    return Reply(intent=f"chart_{what}", title=f"Chart of {what}", status="warn" if status == "warn" else "info",
+def _note(what: str, text: str, status: Status = "info") -> Reply:
+    return Reply(intent=f"chart_{what}", title=f"Chart of {what}", status=status,
                  sections=[Section(kind="text", text=text)], data={"chart": None})
 
 

@@ -208,6 +208,19 @@ async def test_a_chart_of_nothing_says_why(store: Store, tmp_path: Path) -> None
         await pool.close()
     assert empty.chart is None and "No throughput samples of kimi on gpu-a" in (empty.sections[0].text or "")
     assert which.chart is None and "Which service?" in (which.sections[0].text or "")
+    two_nodes = cfg.model_copy(update={
+        "nodes": [*cfg.nodes, cfg.nodes[0].model_copy(update={"name": "gpu-b"})],
+        "services": [*cfg.services, cfg.services[0].model_copy(update={"node": "gpu-b"})]})
+    pool = NodePool()
+    try:
+        ctx = Context(config=two_nodes, cluster=Cluster(two_nodes, pool), store=store)
+        both = await answer("chart loads kimi", ctx)
+        one = await answer("chart loads kimi on gpu-b", ctx)
+    finally:
+        await pool.close()
+    assert "kimi runs on gpu-a and gpu-b: name the node, e.g. `chart loads kimi on gpu-a`" in (
+        both.sections[0].text or "")
+    assert one.data["node"] == "gpu-b"
     assert no_bench_dir.chart is None and "no bench_dir" in (no_bench_dir.sections[0].text or "")
 
 
