@@ -326,9 +326,11 @@ def test_chart_questions_route_to_the_charts_with_their_window(tmp_path: Path) -
 
 
 async def test_a_followed_restart_records_its_phases_for_chart_loads(make_cluster: MakeCluster) -> None:
-    from tests.test_restart import BOB, bot, kimi_cluster, ready_in_both, request, until
+    from tests.test_restart import BOB, bot, kimi_cluster, ready_in_both, request, set_profile, until
 
     cluster = await kimi_cluster(make_cluster)
+    # ~4 s of weights: long enough for the follow's 0.2 s polls to see the phase on a loaded machine.
+    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.035)
     async with bot(cluster.config) as b:
         rid = await request(b)
         assert (await b.click("restart_confirm", rid, user=BOB)).executed
