@@ -364,3 +364,13 @@ def test_the_watchers_metrics_filter_keeps_every_number_it_samples(name: str) ->
         a.prompt_tokens_total, a.generation_tokens_total, a.running, a.waiting, a.kv_cache_usage)
     assert a.generation_tokens_total is not None and a.running is not None
     assert len(body) < len(full) / 3, (len(body), len(full))
+
+
+async def test_demo_draws_its_throughput_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "demo.png"
+    assert await asyncio.to_thread(main, ["demo", "chart throughput qwen", "--json", "--png", str(png)]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert len(data["points"]) > 600 and [r["event"] for r in data["restarts"]] == ["restart.executed"]
+    rates = [p["generation_tps"] for p in data["points"]]
+    assert rates.count(None) == 1  # the first sample after the restart has no rate (its counters started at 0)
+    assert png_size(png.read_bytes()) == (1000, 500)
