@@ -28,11 +28,12 @@ class Runtime:
     notifier: Any | None = None
     jobs: Any | None = None
     groups: Any | None = None
+    dashboards: Any | None = None  # handlers.notify.Dashboards: the open App Home tabs (Slack only)
 
     def context(self, asker: Asker | None = None) -> Context:
         """A fresh handler context for one request."""
-        extras = {k: v for k, v in (("notifier", self.notifier), ("jobs", self.jobs), ("groups", self.groups))
-                  if v is not None}
+        extras = {k: v for k, v in (("notifier", self.notifier), ("jobs", self.jobs), ("groups", self.groups),
+                                    ("dashboards", self.dashboards)) if v is not None}
         return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=self.store,
                        extras=extras)
 

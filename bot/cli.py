@@ -43,10 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", nargs="+", help='e.g. "what are current settings?"')
     ask.add_argument("--config", help="config file (default: $INFERBOT_CONFIG or ./inferbot.toml)")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--png", metavar="FILE", help="write the answer's chart (e.g. `chart throughput kimi`) here")
 
     demo = sub.add_parser("demo", help="answer on a built-in simulated cluster (no config, Slack or GPU)")
     demo.add_argument("question", nargs="*", help='default: "what are current settings?"')
     demo.add_argument("--json", action="store_true", help="print one JSON object")
+    demo.add_argument("--png", metavar="FILE", help="write the answer's chart here")
 
     check = sub.add_parser("check", help="validate the config and reach every node")
     check.add_argument("--config")
@@ -78,12 +80,30 @@ def emit(reply: Reply, as_json: bool) -> None:
         print(text, end="")
 
 
-async def ask(config: BotConfig, question: str, as_json: bool) -> int:
-    """Answer one question against ``config`` and print it."""
+async def ask(config: BotConfig, question: str, as_json: bool, png: str | None = None) -> int:
+    """Answer one question against ``config`` and print it (and write its chart to ``png``, if asked)."""
     async with runtime(config) as rt:
         reply = await answer(question, rt.context(Asker(surface="json" if as_json else "cli")))
+    if png is not None:
+        await write_chart(reply, png)
     emit(reply, as_json)
     return EXIT_OK
+
+
+async def write_chart(reply: Reply, path: str) -> None:
+    """Draw the reply's chart into ``path`` (a note on stderr when the answer has none)."""
+    if reply.chart is None:
+        print("inferbot: this answer has no chart; nothing written to " + path, file=sys.stderr)
+        return
+    from bot.render_chart import render_png  # matplotlib only when a chart is drawn
+
+    png = await asyncio.to_thread(render_png, reply.chart)
+    try:
+        await asyncio.to_thread(Path(path).write_bytes, png)
+    except OSError as e:
+        raise UsageError(f"could not write the chart to {path}: {e.strerror or e}") from None
+    reply.data["png"] = {"file": path, "bytes": len(png), "width": reply.chart.width_px,
+                         "height": reply.chart.height_px}
 
 
 def _load(path: str | None) -> BotConfig:
@@ -140,12 +160,12 @@ def state_dir_problem(config: BotConfig) -> str | None:
 
 async def _run(args: argparse.Namespace) -> int:
     if args.cmd == "ask":
-        return await ask(_load(args.config), " ".join(args.question), args.json)
+        return await ask(_load(args.config), " ".join(args.question), args.json, png=args.png)
     if args.cmd == "demo":
         from bot.demo import run_demo
 
         question = " ".join(args.question) or "what are current settings?"
-        return await run_demo(question, args.json)
+        return await run_demo(question, args.json, png=args.png)
     if args.cmd == "check":
         from bot.check import run_check
 

@@ -117,6 +117,34 @@ COMMANDS: tuple[Command, ...] = (
         confirm=True,
         args=("force",),
     ),
+    # --- charts (issue 13): before "throughput", whose words (throughput, bench) they contain ---------
+    Command(
+        name="chart_loads",
+        summary="a chart of the last loads of a service, split by phase, with today's ETA basis",
+        examples=("chart loads kimi",),
+        patterns=_p(r"\b(chart|graph|plot)s?\b.*\bloads?\b", r"\bloads?\b.*\b(chart|graph|plot)\b"),
+        keywords=("chart", "graph", "plot"),
+        handler_path="handlers.charts:loads",
+        args=("window_s",),
+    ),
+    Command(
+        name="chart_bench",
+        summary="a chart of single-stream and peak benchmark throughput over the benchmark dates",
+        examples=("chart bench kimi",),
+        patterns=_p(r"\b(chart|graph|plot)s?\b.*\bbench(mark)?s?\b", r"\bbench(mark)?s?\b.*\b(chart|graph|plot)\b"),
+        keywords=("chart", "graph", "plot"),
+        handler_path="handlers.charts:bench",
+    ),
+    Command(
+        name="chart_throughput",
+        summary="a chart of tok/s and requests over time (default the last 24 h; up to 7 d), restarts marked",
+        examples=("chart throughput kimi", "throughput kimi chart last 6h", "chart throughput kimi 7d"),
+        patterns=_p(r"\b(chart|graph|plot)s?\b"),
+        keywords=("chart", "graph", "plot"),
+        handler_path="handlers.charts:throughput",
+        args=("window_s",),
+    ),
+    # --- end of charts ---------------------------------------------------------------------------------
     Command(
         name="logs",
         summary="the last lines of a service's journal (default 30, at most 200)",

@@ -22,6 +22,7 @@ from pathlib import Path
 import asyncssh
 
 from bot.cli import ask
+from bot.router import route
 from config.models import BotConfig, Node, Service, StateSettings
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, QWEN_UNIT, NodeScenario, kimi_node, qwen_node
@@ -97,7 +98,7 @@ async def _seed_history(config: BotConfig) -> None:
         await store.close()
 
 
-async def run_demo(question: str, as_json: bool) -> int:
+async def run_demo(question: str, as_json: bool, png: str | None = None) -> int:
     """Answer ``question`` on the demo cluster and print it like ``inferbot ask``."""
     with tempfile.TemporaryDirectory(prefix="inferbot-demo-") as tmp:
         qwen = qwen_node(port=_free_port())
@@ -108,7 +109,9 @@ async def run_demo(question: str, as_json: bool) -> int:
             ("gpu-b", "qwen", qwen, QWEN_UNIT),
         ]
         async with demo_cluster(scenarios, Path(tmp), bench={"gpu-a": "auto"}) as config:
-            return await ask(config, question, as_json)
+            if route(question, config).command.name.startswith("chart_"):
+                await _seed_charts(config)
+            return await ask(config, question, as_json, png=png)
 
 
 async def _settle(sims: list[SimNode], scenarios: list[tuple[str, str, NodeScenario, str]]) -> None:
@@ -128,3 +131,14 @@ def _wait_for_text(path: Path, text: str, limit_s: float) -> None:
     deadline = time.monotonic() + limit_s
     while text not in path.read_text(errors="replace") and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+async def _seed_charts(config: BotConfig) -> None:
+    """A chart question: give the fresh demo database the history a running bot would have by now."""
+    from bot.demo_charts import seed_chart_history
+
+    store = Store(config.state.database_url())
+    try:
+        await seed_chart_history(store, datetime.now(UTC))
+    finally:
+        await store.close()

@@ -37,6 +37,10 @@ def render_text(reply: Reply) -> str:
     parts += [render_section(s) for s in reply.sections]
     for a in reply.actions:
         parts.append(f"  [{a.text}]")
+    if reply.chart is not None:
+        written = reply.data.get("png", {}).get("file") if isinstance(reply.data.get("png"), dict) else None
+        where = f"written to {written}" if written else "`--png FILE` writes it"
+        parts.append(f"  [chart: {reply.chart.title} — {where}]")
     for f in reply.attachments:
         parts.append(f"  {f.title}:\n" + "\n".join("    " + line for line in f.content.splitlines()))
     return "\n".join(p for p in parts if p is not None).strip() + "\n"

@@ -53,6 +53,8 @@ STOPWORDS = frozenset(
 _SHELL_TAIL = re.compile(r"[;`|&$(){}<>\n]")
 _NUMBER = re.compile(r"^v?\d+(?:\.\d+)*%?$|^\d+(?:st|nd|rd|th|x|k|gb|gib|mb|mib)$")
 _DURATION = re.compile(r"^\d+(?:\.\d+)?(?:s|sec|secs|m|min|mins|h|hr|hrs|d|w|ms)$")
+_WINDOW = re.compile(r"\b(\d{1,4})\s*(mins?|minutes?|m|h|hrs?|hours?|d|days?|w|weeks?)\b")
+_WINDOW_UNIT = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 @dataclass
@@ -186,6 +188,10 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
     nums = [int(t) for t in tokens if t.isdigit() and len(t) <= 6]
     if nums:
         args["lines"] = nums[-1]
+    # Charts: the time window ("last 6h", "24 h", "7d", "90 min").
+    window = _WINDOW.search(norm)
+    if window:
+        args["window_s"] = int(window.group(1)) * _WINDOW_UNIT[window.group(2)[0]]
     if re.search(r"\bforce\b", norm):
         args["force"] = True
     if flag is not None:

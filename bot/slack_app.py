@@ -76,6 +76,7 @@ SCOPES: dict[str, str] = {
     "commands": "the /inferbot slash command",
     "files:write": "files.uploadV2: long output (logs) as a file in the thread",
     "usergroups:read": "usergroups.users.list: restart permission by user group (restart issue)",
+    "im:write": "conversations.open: a Home-tab Restart is confirmed in a DM with the person",
 }
 
 _TOKEN_HELP = {
@@ -327,6 +328,10 @@ class SlackBot:
             ok = await self.post_messages(client, channel, thread_ts, messages)
         if ok and reply.attachments:
             ok = await self.upload(client, channel, thread_ts, reply, response_url)
+        if ok and reply.chart is not None:
+            from bot.chart_slack import upload_chart
+
+            ok = await upload_chart(client, channel, thread_ts, reply)
         log.info("slack answer", extra={
             "event": "slack", "kind": kind, "user": user, "channel": channel, "intent": reply.intent,
             "messages": len(messages), "ms": int((time.monotonic() - started) * 1000),
@@ -571,6 +576,9 @@ def build_app(
     for action_id in RESTART_ACTIONS:
         app.action(action_id)(on_restart)
         reg.actions.add(action_id)
+    from bot.home_slack import register_home
+
+    register_home(app, bot)  # the App Home dashboard: app_home_opened, home_refresh, home_restart
     app.error(on_error)
     return app
 
@@ -712,6 +720,10 @@ async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: To
         finally:
             beat.cancel()
             await scheduler.shutdown()
+            from bot.home_slack import HomePublisher
+
+            if isinstance(rt.dashboards, HomePublisher):
+                rt.dashboards.close()  # the App Home republisher's pending rounds (its state is in the store)
             await cleanup()
             await bot.drain()
     return EXIT_OK

@@ -19,8 +19,9 @@ from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration, remaining
 from handlers.context import Context
 from handlers.live import apply_history
-from handlers.notify import Notifier, jobs_of
+from handlers.notify import Notifier, dashboards_changed, jobs_of
 from handlers.reply import Reply, Section, Status
+from handlers.samples import record_samples
 from handlers.status import progress_bar
 from services.assemble import expected_model
 from services.models import ServiceState
@@ -32,7 +33,10 @@ log = logging.getLogger("inferbot.follow")
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
 FAIL_PROBE = ProbeOptions(gpus=False, log_lines=20, http_timeout_s=3.0)
-WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)
+# One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
+# samples behind charts.
+WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
+                           http_timeout_s=2.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's
 ``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
@@ -357,8 +361,11 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         else:
             found = _outcome(st, f, now, ctx.config.watch.max_load)
         if found is None:
+            if st.phase and not waiting_for_start:  # when each phase began: `chart loads`
+                await store.record_load_phase(f.service, f.node, _load_id(f), st.phase, now)
             if notifier is not None:
                 f = await _post_progress(ctx, f, st, notifier, now)
+            await dashboards_changed(ctx, key)  # the Home tabs show this load's progress (paced there)
             return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
         outcome, reason = found
         ready_at = now if outcome == "ready" else None
@@ -395,6 +402,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
     if await store.finish_follow(key, outcome, at=now):
         await _finished(ctx, f, outcome, line, notifier, now)
+        await dashboards_changed(ctx, key)
     _stop(ctx, key)
     return FollowStatus(key, True, outcome=outcome, state=st, line=line)
 
@@ -452,11 +460,15 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[s
     services = [s for s in ctx.config.services if s.node == node_name]
     if not services:
         return []
-    report, states, _raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
+    report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
     if not report.ok:
         return []
     started: list[str] = []
     now = ctx.now()
+    try:
+        await record_samples(store, states, raw, now)
+    except Exception:  # charts lose a sample; the watcher must carry on
+        log.warning("storing metric samples of %s failed", node_name, exc_info=True)
     by_name = {s.name: s for s in services}
     for st in states:
         service = by_name.get(st.service)
@@ -467,6 +479,8 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[s
         await store.set_watch(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
         if base is None:
             continue
+        if (base.active_state, base.main_pid) != (active_state, st.main_pid):
+            await dashboards_changed(ctx, follow_key(st.service, st.node))  # a state change for the Home tabs
         new_pid = st.main_pid != 0 and st.main_pid != base.main_pid
         failed_now = active_state == "failed" and base.active_state != "failed"
         more_restarts = st.restarts > base.n_restarts

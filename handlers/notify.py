@@ -8,6 +8,7 @@ recording and printing notifiers here serve the terminal and the tests.
 from __future__ import annotations
 
 import itertools
+import logging
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 NOTIFIER = "notifier"
 JOBS = "jobs"
 GROUPS = "groups"
+DASHBOARDS = "dashboards"
 """Keys of ``Context.extras``."""
 
 
@@ -39,6 +41,12 @@ class Jobs(Protocol):
     def follow(self, key: str) -> None: ...
     def stop_follow(self, key: str) -> None: ...
     def expire(self, request_id: str, at: datetime) -> None: ...
+
+
+class Dashboards(Protocol):
+    """The open App Home dashboards: told when something they show changed (they republish, paced)."""
+
+    async def changed(self, what: str) -> None: ...
 
 
 def notice_text(reply: Reply) -> str:
@@ -132,3 +140,14 @@ def groups_of(ctx: Context) -> GroupLookup:
 
     g: Any = ctx.extras.get(GROUPS)
     return g if g is not None else NoGroups()
+
+
+async def dashboards_changed(ctx: Context, what: str) -> None:
+    """Tell the open dashboards that ``what`` (e.g. ``kimi@gpu-a``) changed; never raises into the caller."""
+    d: Any = ctx.extras.get(DASHBOARDS)
+    if d is None:
+        return
+    try:
+        await d.changed(what)
+    except Exception:  # a dashboard that cannot be refreshed must not stop a follow or the watcher
+        logging.getLogger("inferbot.home").warning("could not refresh the dashboards", exc_info=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -44,6 +45,55 @@ class Attachment(BaseModel):
     content: str
 
 
+class ChartSeries(BaseModel):
+    """One line, step line or bar stack of a chart: ``y`` against ``x`` (times) or the chart's categories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str  # the legend entry, with its unit where panels mix units
+    y: list[float | None]  # None: no value there (the line breaks)
+    x: list[datetime] = Field(default_factory=list)  # empty: one value per category of the chart
+    style: Literal["line", "step", "bar", "points"] = "line"
+    muted: bool = False  # drawn in grey (e.g. "phase unknown")
+
+
+class ChartPanel(BaseModel):
+    """One plot area with its own y axis; panels are stacked and share the x axis."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ylabel: str
+    series: list[ChartSeries]
+    hlines: list[tuple[float, str]] = Field(default_factory=list)  # (y, label): a reference line
+
+
+class ChartMarker(BaseModel):
+    """A moment marked across every panel (a restart)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: datetime
+    label: str
+
+
+class Chart(BaseModel):
+    """A picture of some numbers, as data: ``bot/`` draws it (PNG) for Slack and the terminal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str
+    title: str
+    subtitle: str = ""
+    alt_text: str
+    xlabel: str
+    panels: list[ChartPanel]
+    categories: list[str] = Field(default_factory=list)  # bar charts: one label per bar
+    markers: list[ChartMarker] = Field(default_factory=list)
+    gap_s: float | None = None  # lines break across gaps between samples longer than this
+    width_px: int = 1000  # Slack's preview size
+    height_px: int = 500
+
+
 class Reply(BaseModel):
     """A whole answer: title, status, sections, optional buttons, and the same facts as plain data."""
 
@@ -56,6 +106,7 @@ class Reply(BaseModel):
     sections: list[Section] = Field(default_factory=list)
     actions: list[Action] = Field(default_factory=list)
     attachments: list[Attachment] = Field(default_factory=list)
+    chart: Chart | None = None  # drawn by bot/ (PNG upload in Slack, --png in the terminal)
     data: dict[str, Any] = Field(default_factory=dict)
     error: str | None = None
 

@@ -47,6 +47,13 @@ DISCOVER_PATTERN = (
     r"vllm|VLLM::|[ =/]serve .*(--(tensor-parallel-size|max-model-len|gpu-memory-utilization|served-model-name|"
     r"kv-cache-dtype|enable-prefix-caching|max-num-seqs|tool-call-parser|reasoning-parser)|-tp [0-9])"
 )
+# With ProbeOptions.metrics_filter the node sends only the /metrics lines the watcher samples for charts
+# (token counters, request and KV-cache gauges) and the status code line: a server's histograms are most
+# of the body, and the watcher scrapes every service every interval.
+METRICS_FILTER = (
+    r"^(vllm:(prompt_tokens_total|generation_tokens_total|num_requests_running|num_requests_waiting|"
+    r"kv_cache_usage_perc|gpu_cache_usage_perc)[{ ]|[0-9]{3}$)"
+)
 BENCH_KEYS = (
     "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
     "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
@@ -75,6 +82,7 @@ class ProbeOptions(Model):
     http_timeout_s: float = Field(default=3.0, ge=0.5, le=30.0)
     discover: bool = False
     models: bool = False  # ask /v1/models for services whose API key the bot holds
+    metrics_filter: bool = False  # only the /metrics lines of METRICS_FILTER (the watcher's samples)
 
 
 _HELPERS = r"""
@@ -239,7 +247,9 @@ pu() {
       fi
       n=0; while [ "$n" -lt "$MS" ]; do
         [ "$n" -gt 0 ] && sleep "$MI"
-        t=$(date +%s.%N); m=$(get "$url/metrics"); r=$?; echo "$M metrics rc=$r t=$t"; printf '%s' "$m" | b64
+        t=$(date +%s.%N); m=$(get "$url/metrics"); r=$?
+        if [ "$MF" = 1 ]; then m=$(printf '%s\n' "$m" | grep -E -- "$MFR"); fi
+        echo "$M metrics rc=$r t=$t"; printf '%s' "$m" | b64
         n=$((n+1))
       done;;
     esac
@@ -327,6 +337,7 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
         f"JL={options.journal_lines}; LL={options.log_lines}; JS={max(JOURNAL_SCAN, options.journal_lines)}",
         f"PN={MAX_PROCS}; CB={MAX_ARGV_BYTES}; AS={ARGS_SCAN}",
         f"JF={_q(JOURNAL_FILTER)}; DPAT={_q(DISCOVER_PATTERN)}",
+        f"MF={int(options.metrics_filter)}; MFR={_q(METRICS_FILTER)}",
         "main() {",
         'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
     ]

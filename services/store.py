@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -51,6 +51,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "LoadOutcome",
     "LoadRecord",
     "LockRecord",
+    "MetricPoint",
     "Notice",
     "RequestState",
     "RestartRecord",
@@ -262,6 +264,20 @@ class WatchState(_Record):
     updated_at: datetime
 
 
+class MetricPoint(_Record):
+    """One metrics sample of a service (``resolution_s`` 0) or the mean of a bucket of them."""
+
+    service: str
+    node: str
+    at: datetime
+    resolution_s: int = 0
+    generation_tps: float | None = None  # None: first sample of a process, or the counters were reset
+    prompt_tps: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # fraction 0..1
+
+
 class SettingsLike(Protocol):
     """Anything with settings (a :class:`Snapshot` or a ``ServiceState``) can be diffed."""
 
@@ -450,6 +466,48 @@ watches = Table(
 )
 
 
+home_views = Table(
+    # App Home dashboards people opened: who, when, when last published (pacing) and whether stale.
+    "inferbot_home_views", metadata,
+    Column("user_id", String(200), primary_key=True),
+    Column("opened_at", UTCDateTime, nullable=False),
+    Column("published_at", UTCDateTime),
+    Column("dirty", Boolean, nullable=False),
+)
+
+
+metric_samples = Table(
+    # Live numbers the watcher sampled from each ready server's /metrics (charts, the Home tab): rates
+    # computed against the previous sample; raw for 24 h, then 5-minute buckets, kept 7 days.
+    "inferbot_metric_samples", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("resolution_s", Integer, nullable=False),  # 0: one raw sample; else the bucket width
+    Column("generation_tps", Float),
+    Column("prompt_tps", Float),
+    Column("running", Float),
+    Column("waiting", Float),
+    Column("kv_cache_usage", Float),
+    Column("generation_total", Float),  # the counters, for the next sample's rate
+    Column("prompt_total", Float),
+    Column("process_start", UTCDateTime),  # a new process means the counters started again
+    UniqueConstraint("service", "node", "resolution_s", "at", name="uq_inferbot_metric_samples"),
+    Index("ix_inferbot_metric_samples_target", "service", "node", "at"),
+)
+
+load_phases = Table(
+    # When each phase of a load was first seen (by the follow's polls): the phase split of "chart loads".
+    "inferbot_load_phases", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("invocation_id", String(200), primary_key=True),
+    Column("phase", String(40), primary_key=True),
+    Column("first_seen_at", UTCDateTime, nullable=False),
+)
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -484,6 +542,28 @@ def _settings_digest(st: ServiceState) -> str:
     return json.dumps([st.unit, st.model, st.flags, st.env, st.version, st.state == "ready"], sort_keys=True)
 
 
+SAMPLE_RAW_S = 24 * 3600
+"""Metric samples are kept as taken for this long, then folded into buckets."""
+SAMPLE_BUCKET_S = 300
+"""The width of those buckets (5 minutes)."""
+SAMPLE_KEEP_S = 7 * 24 * 3600
+"""Metric samples older than this are dropped."""
+COMPACT_EVERY_S = 600.0
+"""How often (per process) recording a sample also folds and expires old ones."""
+
+
+def _counter_rate(before: float | None, after: float | None, dt_s: float) -> float | None:
+    # A counter that went down was reset (the server restarted): no honest rate for this interval.
+    if before is None or after is None or dt_s <= 0 or after < before:
+        return None
+    return (after - before) / dt_s
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
 class Store:
     """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use."""
 
@@ -504,6 +584,8 @@ class Store:
         # a moment ago need no database trip (only last_seen_at would move). Keyed by service@node.
         self._snapshot_memo: dict[tuple[str, str], tuple[str, float, Snapshot, Snapshot | None]] = {}
         self._durations_memo: dict[tuple[str, str, int], tuple[float, list[float]]] = {}
+        self._compacted_at = -COMPACT_EVERY_S  # monotonic time of the last fold of old samples
+        self._phases_seen: set[tuple[str, str, str, str]] = set()
 
     # ---- plumbing --------------------------------------------------------------------------------
 
@@ -1191,6 +1273,219 @@ class Store:
                   "started_at": None if started_at is None else _aware(started_at, "started_at"),
                   "n_restarts": int(n_restarts), "active_state": active_state, "updated_at": _utcnow()}
         await self._run(self._upsert, watches, {"service": service, "node": node}, values)
+
+    # ---- App Home dashboards ---------------------------------------------------------------------
+
+    async def home_opened(self, user_id: str, at: datetime) -> None:
+        """Remember that ``user_id`` opened the App Home tab at ``at`` (their dashboard is now open)."""
+        values = {"opened_at": _aware(at, "at"), "dirty": True}
+        await self._run(self._upsert, home_views, {"user_id": user_id}, values)
+
+    async def home_mark_dirty(self, opened_since: datetime) -> int:
+        """Mark every dashboard opened since ``opened_since`` as stale; returns how many."""
+        since = _aware(opened_since, "opened_since")
+        return await self._run(self._home_mark_dirty, since)
+
+    def _home_mark_dirty(self, since: datetime) -> int:
+        with self._write() as conn:
+            return int(conn.execute(update(home_views).where(home_views.c.opened_at >= since)
+                                    .values(dirty=True)).rowcount)
+
+    async def home_due(self, now: datetime, min_interval_s: float, opened_since: datetime) -> list[str]:
+        """Users whose open dashboard is stale and may be republished now (paced to ``min_interval_s``)."""
+        return await self._run(self._home_due, _aware(now, "now"), min_interval_s,
+                               _aware(opened_since, "opened_since"))
+
+    def _home_due(self, now: datetime, min_interval_s: float, since: datetime) -> list[str]:
+        cutoff = now - timedelta(seconds=min_interval_s)
+        with self._read() as conn:
+            rows = conn.execute(select(home_views.c.user_id).where(
+                home_views.c.dirty.is_(True), home_views.c.opened_at >= since,
+                or_(home_views.c.published_at.is_(None), home_views.c.published_at <= cutoff),
+            ).order_by(home_views.c.user_id)).all()
+        return [str(r.user_id) for r in rows]
+
+    async def home_claim_publish(self, user_id: str, now: datetime, min_interval_s: float,
+                                 force: bool = False) -> bool:
+        """Claim the next publish of ``user_id``'s dashboard: True at most once per ``min_interval_s``.
+
+        One atomic ``UPDATE``, so two replicas (or two changes at once) never both publish within the
+        interval; ``force`` (the person opened the tab or pressed Refresh) skips the pacing.
+        """
+        return await self._run(self._home_claim, user_id, _aware(now, "now"), min_interval_s, force)
+
+    def _home_claim(self, user_id: str, now: datetime, min_interval_s: float, force: bool) -> bool:
+        cutoff = now - timedelta(seconds=min_interval_s)
+        query = update(home_views).where(home_views.c.user_id == user_id)
+        if not force:
+            query = query.where(or_(home_views.c.published_at.is_(None), home_views.c.published_at <= cutoff))
+        with self._write() as conn:
+            return conn.execute(query.values(published_at=now, dirty=False)).rowcount == 1
+
+    async def home_publish_failed(self, user_id: str) -> None:
+        """The claimed publish did not reach Slack: stale again, and due on the next change."""
+        await self._run(self._set_values, home_views, {"user_id": user_id}, {"dirty": True, "published_at": None})
+
+    async def last_restarts(self, events: AbstractSet[str]) -> dict[tuple[str, str], AuditEntry]:
+        """The newest audit entry among ``events`` per (service, node): "last restart, when and by whom"."""
+        return await self._run(self._last_restarts, frozenset(events))
+
+    def _last_restarts(self, events: frozenset[str]) -> dict[tuple[str, str], AuditEntry]:
+        newest = (select(audit_log.c.service, audit_log.c.node, func.max(audit_log.c.id).label("id"))
+                  .where(audit_log.c.event.in_(sorted(events)), audit_log.c.service.is_not(None),
+                         audit_log.c.node.is_not(None))
+                  .group_by(audit_log.c.service, audit_log.c.node).subquery())
+        with self._read() as conn:
+            rows = conn.execute(select(audit_log).join(newest, audit_log.c.id == newest.c.id)).all()
+        out: dict[tuple[str, str], AuditEntry] = {}
+        for r in rows:
+            entry = AuditEntry.model_validate(_row(r))
+            out[(str(entry.service), str(entry.node))] = entry
+        return out
+
+    # ---- metric samples (charts) -----------------------------------------------------------------
+
+    async def record_metric_sample(self, service: str, node: str, at: datetime, *,
+                                   generation_total: float | None, prompt_total: float | None,
+                                   running: float | None, waiting: float | None,
+                                   kv_cache_usage: float | None,
+                                   process_start: datetime | None = None) -> MetricPoint | None:
+        """Store one ``/metrics`` sample of service@node taken at ``at``; returns the stored point.
+
+        Token rates come from the counters' growth since the previous sample of the same process: a new
+        ``process_start`` or a counter that went down (the server restarted in between) gives no rate
+        rather than a wrong one. Returns None when a sample at exactly ``at`` is already stored. Now and
+        then (every :data:`COMPACT_EVERY_S`) older samples are downsampled and expired.
+        """
+        values: dict[str, Any] = {
+            "service": service, "node": node, "at": _aware(at, "at"), "resolution_s": 0,
+            "generation_total": generation_total, "prompt_total": prompt_total, "running": running,
+            "waiting": waiting, "kv_cache_usage": kv_cache_usage,
+            "process_start": None if process_start is None else _aware(process_start, "process_start"),
+        }
+        point = await self._run(self._record_metric_sample, values)
+        mono = time.monotonic()
+        if mono - self._compacted_at >= COMPACT_EVERY_S:
+            self._compacted_at = mono
+            await self.compact_metric_samples(values["at"])
+        return point
+
+    def _record_metric_sample(self, values: dict[str, Any]) -> MetricPoint | None:
+        try:
+            with self._write() as conn:
+                prev = conn.execute(
+                    select(metric_samples).where(metric_samples.c.service == values["service"],
+                                                 metric_samples.c.node == values["node"],
+                                                 metric_samples.c.at < values["at"])
+                    .order_by(metric_samples.c.at.desc()).limit(1)
+                ).first()
+                if prev is not None and (values["process_start"] is None or prev.process_start is None
+                                         or prev.process_start == values["process_start"]):
+                    dt = (values["at"] - prev.at).total_seconds()
+                    values["generation_tps"] = _counter_rate(prev.generation_total, values["generation_total"], dt)
+                    values["prompt_tps"] = _counter_rate(prev.prompt_total, values["prompt_total"], dt)
+                conn.execute(insert(metric_samples).values(**values))
+        except IntegrityError:
+            return None
+        return MetricPoint.model_validate(values)
+
+    async def metric_samples(self, service: str, node: str, since: datetime,
+                             until: datetime | None = None) -> list[MetricPoint]:
+        """The samples (raw and downsampled) of service@node from ``since`` to ``until``, oldest first."""
+        return await self._run(self._metric_samples, service, node, _aware(since, "since"),
+                               None if until is None else _aware(until, "until"))
+
+    def _metric_samples(self, service: str, node: str, since: datetime, until: datetime | None) -> list[MetricPoint]:
+        query = select(metric_samples).where(metric_samples.c.service == service, metric_samples.c.node == node,
+                                             metric_samples.c.at >= since)
+        if until is not None:
+            query = query.where(metric_samples.c.at <= until)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(metric_samples.c.at, metric_samples.c.id)).all()
+        return [MetricPoint.model_validate(_row(r)) for r in rows]
+
+    async def latest_metric_samples(self) -> dict[tuple[str, str], MetricPoint]:
+        """The newest sample of every service@node that has one: live numbers without a probe."""
+        return await self._run(self._latest_metric_samples)
+
+    def _latest_metric_samples(self) -> dict[tuple[str, str], MetricPoint]:
+        newest = (select(metric_samples.c.service, metric_samples.c.node, func.max(metric_samples.c.at).label("at"))
+                  .group_by(metric_samples.c.service, metric_samples.c.node).subquery())
+        query = select(metric_samples).join(newest, (metric_samples.c.service == newest.c.service)
+                                            & (metric_samples.c.node == newest.c.node)
+                                            & (metric_samples.c.at == newest.c.at))
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(metric_samples.c.id)).all()
+        return {(str(r.service), str(r.node)): MetricPoint.model_validate(_row(r)) for r in rows}
+
+    async def compact_metric_samples(self, now: datetime) -> tuple[int, int]:
+        """Fold raw samples older than 24 h into 5-minute buckets; drop samples older than 7 days.
+
+        Returns (raw samples folded, samples dropped). Only whole buckets are folded, so folding again
+        later changes nothing; two processes folding at once collide on the unique key and one gives way.
+        """
+        return await self._run(self._compact_metric_samples, _aware(now, "now"))
+
+    def _compact_metric_samples(self, now: datetime) -> tuple[int, int]:
+        width = SAMPLE_BUCKET_S
+        edge = now - timedelta(seconds=SAMPLE_RAW_S)
+        edge = datetime.fromtimestamp(edge.timestamp() // width * width, UTC)  # whole buckets only
+        try:
+            with self._write() as conn:
+                dropped = conn.execute(delete(metric_samples).where(
+                    metric_samples.c.at < now - timedelta(seconds=SAMPLE_KEEP_S))).rowcount
+                rows = conn.execute(select(metric_samples).where(metric_samples.c.resolution_s == 0,
+                                                                 metric_samples.c.at < edge)
+                                    .order_by(metric_samples.c.at, metric_samples.c.id)).all()
+                buckets: dict[tuple[str, str, float], list[Row[Any]]] = {}
+                for r in rows:
+                    start = r.at.timestamp() // width * width
+                    buckets.setdefault((str(r.service), str(r.node), start), []).append(r)
+                for (service, node, start), members in buckets.items():
+                    conn.execute(insert(metric_samples).values(
+                        service=service, node=node, at=datetime.fromtimestamp(start, UTC), resolution_s=width,
+                        **{col: _mean([getattr(m, col) for m in members])
+                           for col in ("generation_tps", "prompt_tps", "running", "waiting", "kv_cache_usage")},
+                        generation_total=members[-1].generation_total, prompt_total=members[-1].prompt_total,
+                        process_start=members[-1].process_start,
+                    ))
+                if rows:
+                    conn.execute(delete(metric_samples).where(metric_samples.c.id.in_([r.id for r in rows])))
+        except IntegrityError:
+            return 0, 0  # another process folded the same buckets just now
+        return len(rows), int(dropped)
+
+    # ---- load phases (charts) --------------------------------------------------------------------
+
+    async def record_load_phase(self, service: str, node: str, invocation_id: str, phase: str,
+                                at: datetime) -> bool:
+        """Remember when a load was first seen in ``phase``; True the first time (later calls keep it)."""
+        key = (service, node, invocation_id, phase)
+        if key in self._phases_seen:
+            return False
+        inserted = await self._run(self._insert_once, load_phases,
+                                   {"service": service, "node": node, "invocation_id": invocation_id,
+                                    "phase": phase, "first_seen_at": _aware(at, "at")})
+        self._phases_seen.add(key)
+        return inserted
+
+    async def recent_loads(self, service: str, node: str,
+                           limit: int = 10) -> list[tuple[LoadRecord, dict[str, datetime]]]:
+        """The last ``limit`` loads of service@node (any outcome), oldest first, with when each phase was seen."""
+        return await self._run(self._recent_loads, service, node, limit)
+
+    def _recent_loads(self, service: str, node: str, limit: int) -> list[tuple[LoadRecord, dict[str, datetime]]]:
+        with self._read() as conn:
+            rows = conn.execute(select(loads).where(loads.c.service == service, loads.c.node == node)
+                                .order_by(loads.c.started_at.desc(), loads.c.id.desc()).limit(limit)).all()
+            records = [LoadRecord.model_validate(_row(r)) for r in reversed(rows)]
+            phases: dict[str, dict[str, datetime]] = {}
+            if records:
+                for p in conn.execute(select(load_phases).where(
+                        load_phases.c.service == service, load_phases.c.node == node,
+                        load_phases.c.invocation_id.in_([r.invocation_id for r in records]))).all():
+                    phases.setdefault(str(p.invocation_id), {})[str(p.phase)] = p.first_seen_at
+        return [(r, phases.get(r.invocation_id, {})) for r in records]
 
     # ---- helpers ---------------------------------------------------------------------------------
 

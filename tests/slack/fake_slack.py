@@ -46,11 +46,102 @@ def _maybe_json(v: str) -> Any:
     return v
 
 
+# Slack's documented Block Kit limits (what views.publish checks before it accepts a view).
+VIEW_MAX_BLOCKS = 100
+_BLOCK_TYPES = {"section", "context", "divider", "header", "actions", "image", "input", "rich_text"}
+
+
+def view_problems(view: Any, kind: str) -> list[str]:
+    """Why Slack would refuse ``view`` (a ``views.publish`` payload), as a list of reasons; [] when valid."""
+    if isinstance(view, str):
+        view = _maybe_json(view)
+    if not isinstance(view, dict):
+        return ["view is not an object"]
+    out: list[str] = []
+    if view.get("type") != kind:
+        out.append(f"view type {view.get('type')!r} is not {kind!r}")
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list) or not blocks:
+        return [*out, "view has no blocks"]
+    if len(blocks) > VIEW_MAX_BLOCKS:
+        out.append(f"{len(blocks)} blocks (max {VIEW_MAX_BLOCKS})")
+    if len(str(view.get("private_metadata", ""))) > 3000:
+        out.append("private_metadata over 3000 characters")
+    action_ids: set[str] = set()
+
+    def text_ok(obj: Any, limit: int, where: str) -> None:
+        if not isinstance(obj, dict) or obj.get("type") not in ("plain_text", "mrkdwn"):
+            out.append(f"{where}: not a text object")
+            return
+        text = obj.get("text")
+        if not isinstance(text, str) or not text:
+            out.append(f"{where}: empty text")
+        elif len(text) > limit:
+            out.append(f"{where}: {len(text)} characters (max {limit})")
+
+    def element_ok(el: Any, where: str) -> None:
+        if not isinstance(el, dict):
+            out.append(f"{where}: not an element")
+            return
+        if el.get("type") == "button":
+            text_ok(el.get("text"), 75, f"{where} text")
+            if el.get("text", {}).get("type") != "plain_text":
+                out.append(f"{where}: button text must be plain_text")
+            aid = str(el.get("action_id", ""))
+            if not aid or len(aid) > 255:
+                out.append(f"{where}: bad action_id")
+            if len(str(el.get("value", ""))) > 2000:
+                out.append(f"{where}: value over 2000 characters")
+            if el.get("style") not in (None, "primary", "danger"):
+                out.append(f"{where}: bad style")
+
+    for i, b in enumerate(blocks):
+        where = f"block {i}"
+        if not isinstance(b, dict) or b.get("type") not in _BLOCK_TYPES:
+            out.append(f"{where}: unknown block type")
+            continue
+        bid = b.get("block_id")
+        if bid is not None and len(str(bid)) > 255:
+            out.append(f"{where}: block_id over 255 characters")
+        t = b["type"]
+        if t == "section":
+            if "text" not in b and "fields" not in b:
+                out.append(f"{where}: section without text or fields")
+            if "text" in b:
+                text_ok(b["text"], 3000, f"{where} text")
+            fields = b.get("fields", [])
+            if len(fields) > 10:
+                out.append(f"{where}: {len(fields)} fields (max 10)")
+            for k, f in enumerate(fields):
+                text_ok(f, 2000, f"{where} field {k}")
+            if "accessory" in b:
+                element_ok(b["accessory"], f"{where} accessory")
+                action_ids.add(str(b["accessory"].get("action_id")))
+        elif t == "header":
+            text_ok(b.get("text"), 150, f"{where} header")
+            if b.get("text", {}).get("type") != "plain_text":
+                out.append(f"{where}: header text must be plain_text")
+        elif t == "context":
+            els = b.get("elements", [])
+            if not els or len(els) > 10:
+                out.append(f"{where}: {len(els)} context elements (1..10)")
+            for k, e in enumerate(els):
+                text_ok(e, 2000, f"{where} element {k}")
+        elif t == "actions":
+            els = b.get("elements", [])
+            if not els or len(els) > 25:
+                out.append(f"{where}: {len(els)} actions (1..25)")
+            for k, e in enumerate(els):
+                element_ok(e, f"{where} element {k}")
+    return out
+
+
 class FakeSlack:
     """The fake. ``fail_once(method, status=429, retry_after=0)`` makes the next call to ``method`` fail."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.uploads: dict[str, bytes] = {}  # file id -> the bytes POSTed to its upload_url
         self.acks: list[dict[str, Any]] = []
         self.connections_opened = 0  # apps.connections.open calls
         self.websockets_accepted = 0
@@ -60,6 +151,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.invalid_views: list[list[str]] = []  # why views.publish refused a view, per refused call
 
     # -- lifecycle
     async def start(self) -> FakeSlack:
@@ -169,6 +261,14 @@ class FakeSlack:
             return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/link"}
         if method == "usergroups.users.list":
             return {"ok": True, "users": []}
+        if method == "views.publish":
+            problems = view_problems(body.get("view"), "home")
+            if problems or not str(body.get("user_id", "")).startswith(("U", "W")):
+                self.invalid_views.append(problems or ["user_id is not a user id"])
+                return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": problems}}
+            return {"ok": True, "view": {"id": "V" + uuid.uuid4().hex[:8].upper(), **body["view"]}}
+        if method == "conversations.open":
+            return {"ok": True, "channel": {"id": "D" + str(body.get("users", "X")).lstrip("UW")[:10]}}
         if method == "files.getUploadURLExternal":
             fid = "F" + uuid.uuid4().hex[:8].upper()
             return {"ok": True, "upload_url": f"{self.base}/upload/{fid}", "file_id": fid}
@@ -184,6 +284,7 @@ class FakeSlack:
 
     async def _upload(self, request: web.Request) -> web.Response:
         data = await request.read()
+        self.uploads[request.match_info["fid"]] = data
         await self._record(f"upload:{request.match_info['fid']}", {"size": len(data),
                                                                      "content": data.decode(errors="replace")},
                            request)

@@ -16,13 +16,16 @@ def test_manifest_matches_what_the_app_registers(make_app, empty_runtime):
     reg = state_of(app).registered
     m = yaml.safe_load(MANIFEST.read_text())
 
-    assert set(m["settings"]["event_subscriptions"]["bot_events"]) == reg.events == {"app_mention", "message.im"}
+    # Issue 13 adds the App Home dashboard: the app_home_opened event and the Home tab's two buttons.
+    assert set(m["settings"]["event_subscriptions"]["bot_events"]) == reg.events == {
+        "app_mention", "message.im", "app_home_opened"}
     commands = m["features"]["slash_commands"]
     assert {c["command"] for c in commands} == reg.commands == {SLASH_COMMAND}
     assert all(c["should_escape"] is False for c in commands)
     # Buttons need interactivity (no scope); it is on exactly when actions are registered.
     assert m["settings"]["interactivity"]["is_enabled"] is bool(reg.actions)
-    assert reg.actions == {"restart_confirm", "restart_cancel"}
+    # restart confirmation buttons, and the Home tab's Refresh and Restart buttons (issue 13)
+    assert reg.actions == {"restart_confirm", "restart_cancel", "home_refresh", "home_restart"}
     scopes = m["oauth_config"]["scopes"]["bot"]
     assert len(scopes) == len(set(scopes))
     assert set(scopes) == reg.scopes == set(SCOPES)
@@ -33,6 +36,8 @@ def test_manifest_matches_what_the_app_registers(make_app, empty_runtime):
     assert m["features"]["bot_user"]["display_name"]
     assert m["features"]["app_home"]["messages_tab_enabled"] is True  # people can DM the bot
     assert m["features"]["app_home"]["messages_tab_read_only_enabled"] is False
+    assert m["features"]["app_home"]["home_tab_enabled"] is True  # the fleet dashboard
+    assert "im:write" in scopes  # conversations.open: a Home Restart is confirmed in a DM
 
 
 def test_registered_listeners_are_in_bolt(make_app, empty_runtime):
