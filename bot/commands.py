@@ -97,6 +97,16 @@ def mentioned_flag(text: str) -> str | None:
 
 # Order matters: the first command whose pattern matches wins, so specific intents come first.
 COMMANDS: tuple[Command, ...] = (
+    # Before the restart commands: "clear the restart lock on kimi" names a lock, not a restart.
+    Command(
+        name="unlock",
+        summary="show and clear a stale restart lock (allowed people only; audited)",
+        examples=("unlock kimi", "clear the restart lock on kimi"),
+        patterns=_p(r"^(please\s+)?unlock\b", r"\bclear\s+(the\s+)?(stale\s+)?(restart\s+)?lock\b"),
+        keywords=("unlock", "lock", "clear", "stale"),
+        handler_path="handlers.restart:handle_unlock",
+        restricted=True,
+    ),
     # Before "restart": a question or a negation that mentions restarting never starts one.
     Command(
         name="restarts",
@@ -123,7 +133,7 @@ COMMANDS: tuple[Command, ...] = (
         summary="a chart of the last loads of a service, split by phase, with today's ETA basis",
         examples=("chart loads kimi",),
         patterns=_p(r"\b(chart|graph|plot)s?\b.*\bloads?\b", r"\bloads?\b.*\b(chart|graph|plot)\b"),
-        keywords=("chart", "graph", "plot"),
+        keywords=("chart", "graph", "plot", "loads", "charts"),
         handler_path="handlers.charts:loads",
         args=("window_s",),
     ),

@@ -70,11 +70,12 @@ def _store(ctx: Context) -> Store:
     return ctx.store
 
 
-def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None = None) -> Reply:
+def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None = None,
+             intent: str = "restart") -> Reply:
     sections = [Section(kind="text", text=text)]
     if how:
         sections.append(Section(kind="code", title="To allow it, an operator adds to the config", text=how))
-    return Reply(intent="restart", ok=False, title=title, status="error", sections=sections,
+    return Reply(intent=intent, ok=False, title=title, status="error", sections=sections,
                  data={"refused": True, "reason": text, **data}, error=text)
 
 
@@ -195,16 +196,17 @@ async def handle_unlock(ctx: Context, req: Request) -> Reply:
     if len(req.services) != 1:
         text = ("refused: name exactly one service to unlock, e.g. `unlock kimi` "
                 f"(you named {', '.join(names) or 'none'})")
-        return _refusal("Unlock refused", text, {"services": names})
+        return _refusal("Unlock refused", text, {"services": names}, intent="unlock")
     service = req.services[0]
     base = {"service": service.name, "node": service.node}
     if ctx.store is None:
-        return _refusal("Unlock refused", "refused: no state database is configured ([state] dir or url)", base)
+        return _refusal("Unlock refused", "refused: no state database is configured ([state] dir or url)", base,
+                        intent="unlock")
     decision = await check_restart_access(ctx.config.access_for(service), ctx.asker, groups_of(ctx), service.name)
     if not decision.allowed:
         text = f"not allowed: {decision.reason}"
         await record(ctx, "restart.unlock_refused", service.name, service.node, text)
-        return _refusal(f"Unlock of {service.name} not allowed", text, base, decision.how_to_allow)
+        return _refusal(f"Unlock of {service.name} not allowed", text, base, decision.how_to_allow, intent="unlock")
     removed, text = await clear_lock(ctx, service)
     data: dict[str, object] = {**base, "cleared": removed is not None, "notice": text}
     if removed is not None:

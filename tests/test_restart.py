@@ -508,6 +508,22 @@ async def test_unlock_handler_needs_restart_rights_and_clears(make_cluster: Make
         assert ("restart.lock_cleared", ALICE) in events and ("restart.unlock_refused", EVE) in events
 
 
+async def test_unlock_in_slack_words_clears_a_stale_lock(make_cluster: MakeCluster) -> None:
+    """"unlock kimi" as typed in Slack reaches the same guarded handler through the command table."""
+    cluster = await kimi_cluster(make_cluster, ready=False)
+    async with bot(cluster.config) as b:
+        store = b.rt.store
+        assert store is not None
+        await store.acquire_lock("restart:kimi@gpu-a", "r-stale", 3600, b.ctx().now())
+        refused = await b.ask("unlock kimi", user=EVE)
+        assert refused.intent == "unlock" and not refused.ok and not refused.actions
+        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is not None
+        done = await b.ask("clear the restart lock on kimi")
+        assert done.intent == "unlock" and done.ok and done.data["request_id"] == "r-stale"
+        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is None
+        assert b.restarts_run() == []  # clearing a lock restarts nothing
+
+
 async def test_lock_of_a_finished_request_is_released_at_the_next_request(make_cluster: MakeCluster) -> None:
     cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"))
     async with bot(cluster.config) as b:

@@ -56,6 +56,8 @@ unit = "vllm-qwen.service"
         ("restart qwen", "restart", {"qwen@gpu-b"}),
         ("audit", "audit", None),
         ("history kimi", "audit", {"kimi@gpu-a", "kimi@gpu-b"}),
+        ("unlock qwen", "unlock", {"qwen@gpu-b"}),
+        ("clear the restart lock on qwen", "unlock", {"qwen@gpu-b"}),
     ],
 )
 def test_intents_and_targets(text: str, intent: str, targets: set[str] | None) -> None:
