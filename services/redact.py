@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 REDACTED = "[redacted]"
 _QREDACTED = json.dumps(REDACTED)
@@ -58,7 +58,7 @@ _TOKEN_SHAPES = re.compile(
     r"|https?://hooks\.slack\.com/(?:services|workflows|triggers)/[^\s'\"<>]+"
     r"|https?://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/[^\s'\"<>]+"
     r"|\b(?:"
-    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{16}"
+    r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[0-9A-Z]{12,}\b"
     r"|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|glpat-[A-Za-z0-9_\-]{16,}"
     r"|xox[abposre]-[A-Za-z0-9\-]{8,}|xapp-[A-Za-z0-9\-]{8,}"
@@ -152,7 +152,14 @@ class Redactor:
         return len(self._known)
 
     def text(self, s: str) -> str:
-        """Redact a free-text string in place, keeping everything that is not secret."""
+        """Redact a free-text string in place, keeping everything that is not secret; JSON text stays valid JSON."""
+        if self._known and s.lstrip()[:1] in ("{", "["):
+            red = _redact_json(s, self._plain)
+            if red is not None:
+                return red
+        return self._plain(s)
+
+    def _plain(self, s: str) -> str:
         for k in self._known:
             if k in s:
                 s = s.replace(k, REDACTED)
@@ -263,8 +270,10 @@ def _redact_keyed(s: str, low: str) -> str:
         if kstart < pos:
             continue
         m = _KEY_AT.match(s, kstart)
-        if m is None and s[kstart] in "'\"\\":  # 'token=abc': the quote opens the whole text, not the key
-            m = _KEY_AT.match(s, kstart + (2 if s[kstart] == "\\" else 1))
+        outer = ""
+        if m is None and s[kstart] in "'\"\\":  # "API_KEYS=a b": the quote opens the whole item, not the key
+            outer = s[kstart:kstart + 2] if s[kstart] == "\\" else s[kstart]
+            m = _KEY_AT.match(s, kstart + len(outer))
         if m is None:
             continue
         key, sep, q = m["k"], m["sep"], m["q"]
@@ -281,6 +290,10 @@ def _redact_keyed(s: str, low: str) -> str:
             continue  # "--api-key --port": a switch followed by the next flag
         query = m.start() > 0 and s[m.start() - 1] in "?&;" and not q
         end, kind = _value_end(s, start, query)
+        if outer and kind == "word" and sep.strip() == "=":
+            close = _close_quote(s, start, outer)  # the value runs to the quote that closes the item
+            if close >= 0:
+                end = close
         if is_flag:
             end = _more_flag_values(s, end)
         elif kind == "word" and normalise_name(key).endswith(("AUTHORIZATION", "AUTH")) and \
@@ -399,24 +412,30 @@ def redact_json_or_text(value: str) -> str:
     whatever its type, secret shapes inside other strings are redacted, and everything else keeps the
     bytes it was passed with. When nothing is secret the input is returned unchanged.
     """
+    red = _redact_json(value, redact_patterns)
+    return redact_patterns(value) if red is None else red
+
+
+def _redact_json(value: str, text: Callable[[str], str]) -> str | None:
+    """``value`` with secrets inside its JSON redacted (other bytes kept), or None if it is not JSON."""
     stripped = value.strip()
-    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
-        try:
-            json.loads(stripped)
-        except ValueError:
-            return redact_patterns(value)
-        edits: list[tuple[int, int, str]] = []
-        _json_walk(value, _skip_ws(value, 0), False, edits)
-        if not edits:
-            return value
-        out: list[str] = []
-        pos = 0
-        for a, b, rep in edits:
-            out += [value[pos:a], rep]
-            pos = b
-        out.append(value[pos:])
-        return "".join(out)
-    return redact_patterns(value)
+    if not (stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]")):
+        return None
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return None
+    edits: list[tuple[int, int, str]] = []
+    _json_walk(value, _skip_ws(value, 0), False, edits, text)
+    if not edits:
+        return value
+    out: list[str] = []
+    pos = 0
+    for a, b, rep in edits:
+        out += [value[pos:a], rep]
+        pos = b
+    out.append(value[pos:])
+    return "".join(out)
 
 
 _DECODER = json.JSONDecoder()
@@ -429,8 +448,12 @@ def _skip_ws(s: str, i: int) -> int:
     return i
 
 
-def _json_walk(s: str, i: int, secret: bool, edits: list[tuple[int, int, str]]) -> int:
-    """Walk the (valid) JSON value at ``i``, recording replacements; returns the index after it."""
+def _json_walk(s: str, i: int, secret: bool, edits: list[tuple[int, int, str]], text: Callable[[str], str]) -> int:
+    """Walk the (valid) JSON value at ``i``, recording replacements; returns the index after it.
+
+    ``text`` redacts a string (shapes, and known values for :meth:`Redactor.text`); a number or a key it changes
+    is replaced whole, so the result stays valid JSON.
+    """
     c = s[i]
     if secret:
         end = _json_end(s, i)
@@ -442,9 +465,12 @@ def _json_walk(s: str, i: int, secret: bool, edits: list[tuple[int, int, str]]) 
         if s[i] == "}":
             return i + 1
         while True:
-            key, i = json.decoder.scanstring(s, i + 1)  # type: ignore[attr-defined]
-            i = _skip_ws(s, _skip_ws(s, i) + 1)  # past ":"
-            i = _skip_ws(s, _json_walk(s, i, is_secret_name(key), edits))
+            key, kend = json.decoder.scanstring(s, i + 1)  # type: ignore[attr-defined]
+            red_key = text(key)
+            if red_key != key:
+                edits.append((i, kend, json.dumps(red_key, ensure_ascii=False)))
+            i = _skip_ws(s, _skip_ws(s, kend) + 1)  # past ":"
+            i = _skip_ws(s, _json_walk(s, i, is_secret_name(key), edits, text))
             if s[i] == "}":
                 return i + 1
             i = _skip_ws(s, i + 1)  # past ","
@@ -453,17 +479,20 @@ def _json_walk(s: str, i: int, secret: bool, edits: list[tuple[int, int, str]]) 
         if s[i] == "]":
             return i + 1
         while True:
-            i = _skip_ws(s, _json_walk(s, i, False, edits))
+            i = _skip_ws(s, _json_walk(s, i, False, edits, text))
             if s[i] == "]":
                 return i + 1
             i = _skip_ws(s, i + 1)
     if c == '"':
-        text, end = json.decoder.scanstring(s, i + 1)  # type: ignore[attr-defined]
-        red = redact_patterns(text)
-        if red != text:
+        raw, end = json.decoder.scanstring(s, i + 1)  # type: ignore[attr-defined]
+        red = text(raw)
+        if red != raw:
             edits.append((i, end, json.dumps(red, ensure_ascii=False)))
         return int(end)
     _, end = _DECODER.raw_decode(s, i)
+    scalar = s[i:end]
+    if c not in "tfn" and text(scalar) != scalar:  # a known secret number
+        edits.append((i, end, _QREDACTED))
     return int(end)
 
 

@@ -98,6 +98,9 @@ CORPUS: list[tuple[str, list[str], list[str]]] = [
     ("'refresh_token': 'rt-0001-xyz'", ["rt-0001-xyz"], []),
     ("OPENAI_API_KEY=sk-short", ["sk-short"], []),
     ("webhook_url=https://example.org/hook/abc", ["example.org/hook/abc"], []),
+    ('Environment="API_KEYS=ak-one-1 ak-two-2" "PORT=8000"', ["ak-one-1", "ak-two-2"], ['"PORT=8000"']),
+    ("export 'HF_TOKEN=quoted item value'", ["quoted item value"], ["export"]),
+    ("using key ASIACORPUSAWS0606XY", ["ASIACORPUSAWS0606XY"], ["using key"]),
 ]
 
 
@@ -250,3 +253,14 @@ def test_known_values_redacted_wherever_they_appear() -> None:
     line = "connecting with plain-looking-value to id 12345678901 on port 8000"
     assert r.text(line) == f"connecting with {REDACTED} to id {REDACTED} on port 8000"
     assert r.known_count == 2
+
+
+def test_known_values_inside_json_keep_it_valid() -> None:
+    r = Redactor(["12345678901", "known-str-9"])
+    text = '{"id":12345678901,"note":"uses known-str-9 here","n":7}'
+    out = r.text(text)
+    assert json.loads(out) == {"id": REDACTED, "note": f"uses {REDACTED} here", "n": 7}
+    clean = '{"cudagraph_mode":"FULL_AND_PIECEWISE","max_cudagraph_capture_size":256}'
+    assert r.text(clean) == clean
+    assert r.text(redact_value("kv-transfer-config", '{"extra":{"api_key":{"v":"x"}},"id":12345678901}')) == \
+        '{"extra":{"api_key":"[redacted]"},"id":"[redacted]"}'
