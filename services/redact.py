@@ -38,7 +38,7 @@ _NOT_SECRET_NAMES = re.compile(
     r"TOTAL|OUTPUT|INPUT|GENERATED|CACHED|DRAFT|IMAGE|VISION|AUDIO|VIDEO)_(?:.*_)?TOKENS?(?:_.*)?|"
     r"(?:.*_)?TOKENS?_(?:IDS?|THRESHOLD|BUDGET|AS_.*|DETAILS|PER_.*|COUNT|LIMIT|LEN|USAGE)(?:_.*)?|"
     r"ENABLE_AUTH.*|DISABLE_AUTH.*|(?:.*_)?AUTHOR(?:S|_.*)?|"
-    r"(?:.*_)?PASS_CONFIG|.*PASSES.*|.*PASSTHROUGH.*|.*BYPASS.*|.*COMPASS.*"
+    r"(?:.*_)?PASS_CONFIG|.*PASSES.*|.*PASSED.*|.*PASSING.*|.*PASSTHROUGH.*|.*BYPASS.*|.*COMPASS.*"
 )
 SECRET_FLAGS = frozenset({"api-key", "hf-token"})
 # Cheap pre-checks: text with none of these fragments (lower-cased) and none of the token prefixes cannot contain
@@ -79,6 +79,7 @@ _AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "apikey", "nego
 _BEARER = re.compile(r"(?P<k>\b(?i:Bearer)[ \t]+|\bBasic[ \t]+)(?P<v>(?!\[redacted\])[A-Za-z0-9._~+/=\-]{3,})")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _CLOSE = {"[": "]", "{": "}", "(": ")"}
+_COUNT_NAMES = frozenset({"TOKENS", "KEYS"})
 _PLAIN_WORDS = frozenset({"None", "null", "True", "False", "true", "false", "NULL"})  # no secret, keep readable
 
 
@@ -301,6 +302,8 @@ def _redact_keyed(s: str, low: str) -> str:
             end, _ = _value_end(s, _skip_blanks(s, end), False)  # "Authorization: Bearer <token>"
         if end <= start or (kind == "word" and s[start:end] in _PLAIN_WORDS):
             continue
+        if kind == "word" and s[start:end].replace(",", "").isdigit() and normalise_name(key) in _COUNT_NAMES:
+            continue  # "Generated tokens: 128" is a count ({"tokens": [...]} stays secret)
         out.append(s[pos:start])
         out.append(_replacement(s, start, kind, q))
         pos = end

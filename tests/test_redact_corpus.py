@@ -137,6 +137,9 @@ PLAIN = [
     "Route: /v1/chat/completions, Methods: POST",
     "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json",
     "{'max_num_batched_tokens': 8192, 'tokenizer': '/m', 'pass_config': {'enable_fusion': True}}",
+    "Received signal SIGTERM, shutting down; health check passed: ok",
+    "Generated tokens: 128, keys: 4",
+    "uvicorn access: 10.0.0.7:51234 - \"GET /v1/models HTTP/1.1\" 200 OK",
 ]
 
 
