@@ -33,7 +33,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from services.redact import Redactor, redact_patterns
+from services.redact import Redactor, redact_lines, redact_patterns
 
 _BASE = [
     "INFO 12-02 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
@@ -124,6 +124,10 @@ def _ours_known(data: list[str]) -> object:
     return [r.text(line) for line in data]
 
 
+def _ours_lines(data: list[str]) -> object:
+    return Redactor(_KNOWN).lines(data)
+
+
 def _detect_secrets() -> tuple[Callable[[list[str]], object], Callable[[list[str]], object],
                                Callable[[str], bool]] | None:
     if importlib.util.find_spec("detect_secrets") is None:
@@ -165,7 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     data = lines(args.lines)
     rows: list[tuple[str, float]] = [("redact_patterns", _time(_ours, data, args.rounds)),
-                                     ("Redactor.text (5 known values)", _time(_ours_known, data, args.rounds))]
+                                     ("Redactor.text (5 known values)", _time(_ours_known, data, args.rounds)),
+                                     ("Redactor.lines (5 known, PEM-aware)", _time(_ours_lines, data, args.rounds))]
+    assert redact_lines(data) == _ours(data)
     ds = _detect_secrets()
     if ds:
         scan, bare, _ = ds

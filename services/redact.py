@@ -160,11 +160,20 @@ class Redactor:
                 return red
         return self._plain(s)
 
-    def _plain(self, s: str) -> str:
+    def lines(self, lines: list[str]) -> list[str]:
+        """Redact journal lines: known values anywhere, then :func:`redact_lines` (multi-line PEM blocks whole)."""
+        if not self._known:
+            return redact_lines(lines)
+        return redact_lines([self._known_only(x) for x in lines])
+
+    def _known_only(self, s: str) -> str:
         for k in self._known:
             if k in s:
                 s = s.replace(k, REDACTED)
-        return redact_patterns(s)
+        return s
+
+    def _plain(self, s: str) -> str:
+        return redact_patterns(self._known_only(s))
 
 
 def _knowable(v: str) -> bool:
@@ -234,7 +243,7 @@ def redact_patterns(s: str) -> str:
     if not words and not shapes:
         return s
     if shapes:
-        s = _TOKEN_SHAPES.sub(REDACTED, s)
+        s = _TOKEN_SHAPES.sub(_keep_lines, s)
         low = s.lower()
     if "://" in s:
         s = _URL_USERINFO.sub(_userinfo, s)
@@ -244,6 +253,32 @@ def redact_patterns(s: str) -> str:
         if "bearer" in low or "basic" in low:
             s = _BEARER.sub(lambda m: f"{m['k']}{REDACTED}", s)
     return s
+
+
+def _keep_lines(m: re.Match[str]) -> str:
+    # A PEM block over several journal lines becomes as many lines, so line-by-line output keeps its shape.
+    return "\n".join([REDACTED] * (m.group(0).count("\n") + 1)) if "\n" in m.group(0) else REDACTED
+
+
+def redact_lines(lines: list[str]) -> list[str]:
+    """Redact journal lines one by one, and a PEM private key spread over several lines as a whole.
+
+    Returns as many lines as it was given; each clean line comes back unchanged.
+    """
+    out: list[str] = []
+    in_pem = False
+    for line in lines:
+        if in_pem:
+            out.append(REDACTED)
+            in_pem = "-----END" not in line
+            continue
+        if "PRIVATE KEY" in line and _PEM_OPEN.search(line):
+            in_pem = True
+        out.append(redact_patterns(line))
+    return out
+
+
+_PEM_OPEN = re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----(?!.*-----END)")
 
 
 def _userinfo(m: re.Match[str]) -> str:
@@ -305,7 +340,7 @@ def _redact_keyed(s: str, low: str) -> str:
         if kind == "word" and s[start:end].replace(",", "").isdigit() and normalise_name(key) in _COUNT_NAMES:
             continue  # "Generated tokens: 128" is a count ({"tokens": [...]} stays secret)
         out.append(s[pos:start])
-        out.append(_replacement(s, start, kind, q))
+        out.append(_replacement(s, start, kind, q) + "\n" * s.count("\n", start, end))
         pos = end
     if not out:
         return s
@@ -335,8 +370,11 @@ def _value_end(s: str, i: int, query: bool) -> tuple[int, str]:
     c = s[i]
     if c in "'\"" or (c == "\\" and s[i + 1:i + 2] in ("'", '"')):
         quote = s[i:i + 2] if c == "\\" else c
+        eol = s.find("\n", i)
+        eol = len(s) if eol < 0 else eol
         j = _close_quote(s, i + len(quote), quote)
-        return (j + len(quote) if j >= 0 else len(s)), "quoted"
+        # A quoted value ends on its own line: an unclosed quote must not swallow the lines after it.
+        return (j + len(quote) if 0 <= j < eol else eol), "quoted"
     if c in _CLOSE:
         j = _close_bracket(s, i)
         if j > 0:

@@ -18,6 +18,7 @@ from services.redact import (
     is_secret_name,
     normalise_name,
     redact_json_or_text,
+    redact_lines,
     redact_obj,
     redact_patterns,
     redact_value,
@@ -267,3 +268,19 @@ def test_known_values_inside_json_keep_it_valid() -> None:
     assert r.text(clean) == clean
     assert r.text(redact_value("kv-transfer-config", '{"extra":{"api_key":{"v":"x"}},"id":12345678901}')) == \
         '{"extra":{"api_key":"[redacted]"},"id":"[redacted]"}'
+
+
+def test_pem_over_several_journal_lines() -> None:
+    body = _PEM.split("\n")
+    lines = ["vLLM starting", *body, "after with token=pem-after-1", "Loading weights took 3.2 seconds"]
+    out = redact_lines(lines)
+    assert len(out) == len(lines) and out[0] == "vLLM starting" and out[-1] == lines[-1]
+    joined = "\n".join(out)
+    assert "MIIEowIBAAKCAQEA" not in joined and "VTLw7onLRnrq0" not in joined and "pem-after-1" not in joined
+    r = Redactor(["known-in-line-2"])
+    assert r.lines(["x known-in-line-2 y", *body]) == [f"x {REDACTED} y"] + [REDACTED] * len(body)
+
+
+def test_redact_lines_equals_per_line_on_ordinary_text() -> None:
+    lines = [*PLAIN, *(c[0] for c in CORPUS if "\n" not in c[0])]
+    assert redact_lines(lines) == [redact_patterns(x) for x in lines]
