@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,14 @@ def test_node_error_reasons_never_hold_secrets() -> None:
     direct = NodeError(kind="protocol", reason="the node's shell did not run the probe: HF_TOKEN=hf_shellbanner8")
     assert "hf_shellbanner8" not in direct.reason
     assert "hf_shellbanner8" not in str(NodeUnreachable(direct))
+
+
+def test_config_error_never_echoes_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+
+    example = (Path(__file__).parent.parent / "config" / "example.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(re.sub(r'(?m)^host = .*$', 'host = "xoxb-1234567890-cfgleakvalue9 x"', example))
+    assert main(["ask", "--config", str(bad), "--json", "status"]) == 2
+    out = capsys.readouterr()
+    assert "cfgleakvalue9" not in out.out + out.err and "host" in out.err
