@@ -62,7 +62,7 @@ _TOKEN_SHAPES = re.compile(
     r"|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|glpat-[A-Za-z0-9_\-]{16,}"
     r"|xox[abposre]-[A-Za-z0-9\-]{8,}|xapp-[A-Za-z0-9\-]{8,}"
-    r"|hf_[A-Za-z0-9]{8,}"
+    r"|hf_[A-Za-z0-9]{20,}"
     r"|sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{8,}"
     r"|nvapi-[A-Za-z0-9_\-]{16,}"
     r"|dapi[0-9a-f]{20,}(?:-\d+)?"

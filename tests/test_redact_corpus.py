@@ -139,6 +139,7 @@ PLAIN = [
     "https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json",
     "{'max_num_batched_tokens': 8192, 'tokenizer': '/m', 'pass_config': {'enable_fusion': True}}",
     "Received signal SIGTERM, shutting down; health check passed: ok",
+    "EngineArgs(hf_overrides={}, hf_config_path=None, hf_token=None, api_key=None) using hf_transfer",
     "Generated tokens: 128, keys: 4",
     "uvicorn access: 10.0.0.7:51234 - \"GET /v1/models HTTP/1.1\" 200 OK",
 ]
