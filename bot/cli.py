@@ -20,6 +20,7 @@ from config.loader import ConfigError, load_config
 from config.models import BotConfig
 from handlers.context import Asker
 from handlers.reply import Reply
+from services.redact import redact_patterns
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -110,7 +111,8 @@ def _load(path: str | None) -> BotConfig:
     try:
         config = load_config(path)
     except ConfigError as e:
-        raise UsageError(str(e)) from None
+        # The message quotes the offending value, which may be a token pasted into the wrong key.
+        raise UsageError(redact_patterns(str(e))) from None
     problem = state_dir_problem(config)
     if problem:
         raise UsageError(problem)

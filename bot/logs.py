@@ -7,7 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
-from services.redact import redact_patterns
+from services.redact import REDACTED, is_secret_name, redact_obj, redact_patterns
 
 _STD = set(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {"message", "asctime", "taskName"}
 
@@ -24,10 +24,25 @@ class JsonFormatter(logging.Formatter):
         }
         for k, v in vars(record).items():
             if k not in _STD and not k.startswith("_"):
-                out[k] = redact_patterns(v) if isinstance(v, str) else v
+                out[k] = _clean(k, v)
         if record.exc_info:
             out["exc"] = redact_patterns(self.formatException(record.exc_info))
-        return json.dumps(out, default=str, ensure_ascii=False)
+        if record.stack_info:
+            out["stack"] = redact_patterns(record.stack_info)
+        return json.dumps(out, default=lambda o: redact_patterns(str(o)), ensure_ascii=False)
+
+
+def _clean(key: str, v: object) -> object:
+    """An ``extra=`` value as logged: secret-named fields whole, secret keys at any depth, secret shapes in text."""
+    if is_secret_name(key) and v is not None and not isinstance(v, bool):
+        return REDACTED
+    if isinstance(v, str):
+        return redact_patterns(v)
+    if isinstance(v, bool | int | float) or v is None:
+        return v
+    if isinstance(v, dict | list | tuple):
+        return redact_obj(v)
+    return redact_patterns(str(v))
 
 
 def setup_logging(level: str = "INFO", stream: object = None) -> None:

@@ -321,9 +321,12 @@ def assemble(
 
     # Every secret we can see is remembered, so it is also redacted where it appears in free text.
     secret_vals: list[str] = []
-    for c in (running, declared):
+    for c in (running, declared, log_cmd):
         if c is not None:
             secret_vals += vllm_args.secret_values(c)
+            # Values under secret-named keys at any depth of JSON flags (and the --config file merged into
+            # the flags), so a nested key's value is redacted wherever else it appears too.
+            redactor.add_from(c.flags)
     for e in (unit_env, process_env or {}):
         secret_vals += [v for k, v in e.items() if is_secret_name(k)]
     redactor.add(*secret_vals)
@@ -445,7 +448,8 @@ def assemble(
             st.warnings.append(st.models_error)
     if raw.logs is not None:
         # Split on newlines only: a tqdm update starts with a carriage return but is part of its line.
-        st.logs = [redactor.text(line.replace("\r", " ").rstrip()) for line in raw.logs.split("\n") if line.strip()]
+        # One call for all lines, so a PEM key spread over several journal lines goes whole.
+        st.logs = redactor.lines([line.replace("\r", " ").rstrip() for line in raw.logs.split("\n") if line.strip()])
     if raw.bench_files:
         records: list[dict[str, object]] = []
         for path, text in raw.bench_files.items():

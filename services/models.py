@@ -8,7 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from services.redact import redact_patterns
 
 State = Literal["stopped", "starting", "loading", "ready", "unhealthy", "failed", "unreachable"]
 Phase = Literal["waiting_for_gpu", "loading_weights", "kv_cache", "compiling", "starting_api", "ready"]
@@ -40,6 +42,12 @@ class NodeError(Model):
     kind: NodeErrorKind
     reason: str
     fix: str = ""
+
+    @field_validator("reason", "fix")
+    @classmethod
+    def _redacted(cls, v: str) -> str:
+        # Reasons quote exception texts and the node's own output (a shell's first line): never a secret.
+        return redact_patterns(v)
 
 
 class UnitShow(Model):

@@ -139,8 +139,6 @@ async def test_json_flags_keep_their_text(make_cluster: MakeCluster) -> None:
     no_secret(text, json.dumps(data))
 
 
-@pytest.mark.xfail(strict=False, reason="valid JSON after redaction comes with the redaction branch (issue 9, "
-                   "point 3): services/redact.py still writes '[redacted]' in single quotes")
 async def test_redacted_json_flag_stays_valid_json(make_cluster: MakeCluster) -> None:
     cluster = await start(make_cluster, [json_flags_unit(port=free_port())])
     data, _ = await ask(cluster)

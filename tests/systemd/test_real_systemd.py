@@ -2,7 +2,7 @@
 
 Every unit runs a stand-in vLLM server that keeps the exact argv and environment systemd gave it, so
 quoting, ``$VAR``/``${VAR}``, ``%i``, ``Environment=``/``EnvironmentFile=`` and launchers are systemd's own,
-not our parser's idea of them. Tests marked xfail need the launcher/redact branches of issue 9.
+not our parser's idea of them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from tests.sim_truth import simulated
 from tests.systemd.conftest import JSON_COMPILATION, LAUNCHERS, UNITS, RealNode
 from tests.systemd.helpers import Answer, ask, state_bytes
 
-NEEDS_REDACT_BRANCH = pytest.mark.xfail(reason="needs the redact branch", strict=False)
 NO_VLLM = "No `vllm serve` or vLLM api_server found"
 
 
@@ -111,7 +110,6 @@ async def test_json_flag_value_as_passed(real_node: RealNode, tmp_path: Path) ->
     assert JSON_COMPILATION in a.text
 
 
-@NEEDS_REDACT_BRANCH
 async def test_json_flag_secrets_redacted_yet_valid_json(real_node: RealNode, tmp_path: Path,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
@@ -139,7 +137,6 @@ async def test_daemon_reload_drift(real_node: RealNode, tmp_path: Path) -> None:
         real_node.container.run("systemctl", "daemon-reload")
 
 
-@NEEDS_REDACT_BRANCH
 async def test_no_corpus_secret_in_any_output(real_node: RealNode, tmp_path: Path,
                                               caplog: pytest.LogCaptureFixture) -> None:
     """Every shape of the corpus, asked every way a user can, never shows up anywhere."""
