@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
@@ -41,7 +41,40 @@ from handlers.reply import Reply, Section
 
 if TYPE_CHECKING:
     from bot.app import Runtime
-    from bot.slack_app import SlackBot
+
+
+class _Verdict(Protocol):
+    @property
+    def allowed(self) -> bool: ...
+
+
+class _Limiter(Protocol):
+    def check(self, user: str) -> _Verdict: ...
+
+
+class _Registered(Protocol):
+    @property
+    def events(self) -> set[str]: ...
+
+    @property
+    def actions(self) -> set[str]: ...
+
+
+class SlackHost(Protocol):
+    """What the Home listeners need from the Slack bot that registers them (kept as a protocol so this module
+    does not import bot.slack_app, which imports it)."""
+
+    @property
+    def runtime(self) -> Runtime: ...
+
+    @property
+    def limiter(self) -> _Limiter: ...
+
+    @property
+    def registered(self) -> _Registered: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
+        """Run ``coro`` after the ack; failures are logged, never raised into Bolt."""
 
 log = logging.getLogger("inferbot.home")
 MIN_INTERVAL_S = 30.0
@@ -232,7 +265,7 @@ async def _tell(client: AsyncWebClient, channel: str, reply: Reply) -> None:
 # Listeners
 
 
-def register_home(app: AsyncApp, bot: SlackBot) -> HomePublisher:
+def register_home(app: AsyncApp, bot: SlackHost) -> HomePublisher:
     """Listen to ``app_home_opened`` and the Home buttons; make the runtime's dashboards this publisher."""
     rt = bot.runtime
     publisher = rt.dashboards if isinstance(rt.dashboards, HomePublisher) else HomePublisher(rt, app.client)
