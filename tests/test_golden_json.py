@@ -7,6 +7,7 @@ placeholders, by key name and by pattern. ``INFERBOT_UPDATE_GOLDEN=1`` rewrites 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -98,6 +99,7 @@ async def test_every_intent_json_matches_golden(make_cluster: MakeCluster) -> No
         await wait_journal(cluster, node, "Avg prompt throughput")
     GOLDEN.mkdir(exist_ok=True)
     mismatched: list[str] = []
+    diffs: list[str] = []
     for name, (surface, text) in QUESTIONS.items():
         got = normalise(await _ask(cluster, surface, text))
         path = GOLDEN / f"{name}.json"
@@ -107,4 +109,6 @@ async def test_every_intent_json_matches_golden(make_cluster: MakeCluster) -> No
             continue
         if path.read_text() != rendered:
             mismatched.append(name)
-    assert not mismatched, f"golden mismatch: {mismatched}"
+            diffs.extend(difflib.unified_diff(path.read_text().splitlines(), rendered.splitlines(),
+                                              f"golden/{name}.json", "got", lineterm="", n=1))
+    assert not mismatched, f"golden mismatch: {mismatched}\n" + "\n".join(diffs)
