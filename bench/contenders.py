@@ -1,7 +1,7 @@
 """How each contender answers the settings question, and what it costs the client (wall, CPU, RSS).
 
 Every contender sends the same remote command to every node: inferbot's own probe for the settings
-question (``services.probe.build_script`` with ``handlers.settings.SETTINGS_PROBE``, wrapped by
+question (``services.node.probe.build_script`` with ``handlers.settings.SETTINGS_PROBE``, wrapped by
 ``remote_command``), built here from the same config the bot reads. The warm client reports a hash of what
 the bot really sent, and the report checks that it matches.
 
@@ -30,7 +30,7 @@ from typing import Any
 from bench.common import QUESTION, REPO_ROOT, Manifest, NodeInfo
 from config.loader import load_config
 from handlers.settings import SETTINGS_PROBE
-from services.probe import ProbeTarget, build_script, remote_command
+from services.node.probe import ProbeTarget, build_script, remote_command
 
 END_MARK = "@@inferbot@@ end"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -11,8 +11,8 @@ from typing import Any
 from config.models import BotConfig
 from handlers.context import Asker, Context
 from services.cluster import Cluster
-from services.ssh import NodePool
-from services.store import Store
+from services.node.ssh import NodePool
+from services.store.store import Store
 
 
 @dataclass

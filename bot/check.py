@@ -10,7 +10,7 @@ from bot.app import runtime
 from config.models import BotConfig
 from handlers.reply import Reply, Section
 from services.models import ServiceState
-from services.probe import ProbeOptions
+from services.node.probe import ProbeOptions
 
 CHECK_PROBE = ProbeOptions(journal_lines=5)
 SUDOERS_HINT = "allow it with the sudoers line in the README (base64 of /proc/*/environ only)"

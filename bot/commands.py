@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from handlers.context import Context, Request
 from handlers.reply import Reply
-from services.vllm_args import FLAG_GROUPS, KNOWN_SWITCHES, MULTI_VALUE_FLAGS, SHORT_ALIASES
+from services.parse.vllm_args import FLAG_GROUPS, KNOWN_SWITCHES, MULTI_VALUE_FLAGS, SHORT_ALIASES
 
 Handler = Callable[[Context, Request], Awaitable[Reply]]
 
@@ -65,7 +65,7 @@ RESTART_QUESTION = (
 
 
 def _flag_names() -> tuple[str, ...]:
-    """vLLM's canonical long flag names (read-only use of services.vllm_args' tables)."""
+    """vLLM's canonical long flag names (read-only use of services.parse.vllm_args' tables)."""
     names = {p for _, pats in FLAG_GROUPS for p in pats if "*" not in p}
     names |= KNOWN_SWITCHES | MULTI_VALUE_FLAGS | set(SHORT_ALIASES.values())
     return tuple(sorted(names, key=len, reverse=True))  # longest first: "max-model-len" before "max"

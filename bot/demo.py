@@ -27,7 +27,7 @@ from config.models import BotConfig, Node, Service, StateSettings
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, QWEN_UNIT, NodeScenario, kimi_node, qwen_node
 from services.sim.sshserver import LoopbackSSH
-from services.store import Store
+from services.store.store import Store
 
 SETTLE_S = 20.0
 

@@ -12,7 +12,7 @@ import math
 import random
 from datetime import datetime, timedelta
 
-from services.store import Store
+from services.store.store import Store
 
 SAMPLE_EVERY_S = 120
 DEMO_USER = "U0DEMO"

@@ -20,7 +20,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import jobs
 from handlers.notify import Notifier
-from services.store import JOBSTORE_TABLE
+from services.store.store import JOBSTORE_TABLE
 
 if TYPE_CHECKING:
     from bot.app import Runtime

@@ -10,7 +10,7 @@ from handlers.live import answered, failure, record_snapshots, snapshot_data
 from handlers.reply import Reply, Section
 from handlers.settings import SETTINGS_PROBE
 from services.models import FlagValue, ServiceState
-from services.vllm_args import format_flag_value
+from services.parse.vllm_args import format_flag_value
 
 
 async def handle(ctx: Context, req: Request) -> Reply:
@@ -35,7 +35,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
             out["diff"], out["since"] = [], None
             continue
         new, old = snaps[0], snaps[1]
-        from services.store import diff_snapshots
+        from services.store.store import diff_snapshots
 
         diff = diff_snapshots(old, new)
         out["diff"] = [d.model_dump(mode="json") for d in diff]

@@ -15,9 +15,9 @@ from config.models import Service
 from handlers.common import PHASE_WORDS, fmt_duration
 from handlers.context import Context, Request
 from handlers.reply import Chart, ChartMarker, ChartPanel, ChartSeries, Reply, Section, Status
-from services import bench as bench_parse
-from services.probe import ProbeOptions
-from services.store import LoadRecord, MetricPoint, Store
+from services.node.probe import ProbeOptions
+from services.parse import bench as bench_parse
+from services.store.store import LoadRecord, MetricPoint, Store
 
 DEFAULT_WINDOW_S = 24 * 3600
 MAX_WINDOW_S = 7 * 24 * 3600  # what the store keeps

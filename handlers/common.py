@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from handlers.reply import Section, Status
-from services import bench as bench_fmt
 from services.models import ServiceState
-from services.vllm_args import format_flag_value, group_flags
+from services.parse import bench as bench_fmt
+from services.parse.vllm_args import format_flag_value, group_flags
 
 STATE_STATUS: dict[str, Status] = {
     "ready": "ok", "loading": "loading", "starting": "loading", "stopped": "info",

@@ -11,7 +11,7 @@ from config.models import BotConfig, Node, Service
 from services.cluster import Cluster
 
 if TYPE_CHECKING:
-    from services.store import Store
+    from services.store.store import Store
 
 
 def utcnow() -> datetime:

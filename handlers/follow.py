@@ -23,10 +23,10 @@ from handlers.notify import Notifier, dashboards_changed, jobs_of
 from handlers.reply import Reply, Section, Status
 from handlers.samples import record_samples
 from handlers.status import progress_bar
-from services.assemble import expected_model
 from services.models import ServiceState
-from services.probe import ProbeOptions
-from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
+from services.node.assemble import expected_model
+from services.node.probe import ProbeOptions
+from services.store.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 
 log = logging.getLogger("inferbot.follow")
 

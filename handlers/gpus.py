@@ -6,7 +6,7 @@ from handlers.context import Context, Request
 from handlers.live import answered, failure, snapshot_data
 from handlers.reply import Reply, Section, Status
 from handlers.settings import node_error_sections
-from services.probe import ProbeOptions
+from services.node.probe import ProbeOptions
 
 GPU_PROBE = ProbeOptions(journal_lines=0)
 

@@ -21,10 +21,10 @@ from handlers.context import Asker, Context, Request
 from handlers.live import apply_history, record_snapshots
 from handlers.notify import groups_of
 from handlers.reply import Reply
-from services import bench as bench_fmt
 from services.access import check_restart_access
 from services.models import ServiceState
-from services.probe import ProbeOptions
+from services.node.probe import ProbeOptions
+from services.parse import bench as bench_fmt
 
 log = logging.getLogger("inferbot.home")
 

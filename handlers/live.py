@@ -10,8 +10,8 @@ from handlers.context import Context, Request
 from handlers.reply import Reply, Section, Status
 from services.cluster import Snapshot
 from services.models import ServiceState
-from services.probe import ProbeOptions
-from services.vllm_args import format_flag_value
+from services.node.probe import ProbeOptions
+from services.parse.vllm_args import format_flag_value
 
 log = logging.getLogger("inferbot.live")
 UNSET = "(unset)"
@@ -48,7 +48,7 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
     """
     if ctx.store is None:
         return
-    from services.store import diff_snapshots
+    from services.store.store import diff_snapshots
 
     seen = [st for st in states if st.settings_source != "none" and st.state != "unreachable"]
     if not seen:

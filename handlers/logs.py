@@ -7,7 +7,7 @@ from handlers.context import Context, Request
 from handlers.live import answered, failure, snapshot_data
 from handlers.reply import Attachment, Reply, Section
 from handlers.settings import node_error_sections
-from services.probe import ProbeOptions
+from services.node.probe import ProbeOptions
 
 DEFAULT_LINES = 30
 MAX_LINES = 200

@@ -38,9 +38,9 @@ from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
-from services.probe import ProbeOptions
-from services.restart_exec import RestartResult, build_restart_command, execute_restart
-from services.store import LockRecord, RestartRequest, Store
+from services.node.probe import ProbeOptions
+from services.node.restart import RestartResult, build_restart_command, execute_restart
+from services.store.store import LockRecord, RestartRequest, Store
 
 IMPACT_PROBE = ProbeOptions(gpus=False, metrics_samples=1, http_timeout_s=3.0)
 log = logging.getLogger("inferbot.restart")

@@ -18,8 +18,8 @@ from handlers.notify import groups_of
 from handlers.reply import Reply, Section
 from services.access import check_restart_access
 from services.models import ServiceState
-from services.probe import ProbeOptions
-from services.store import AuditEntry
+from services.node.probe import ProbeOptions
+from services.store.store import AuditEntry
 
 # systemd's view only (no GPUs, journal or /metrics): the cheapest question a node can be asked.
 INFO_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from services.metrics import MetricsParseError, parse_metrics
 from services.models import ServiceState
-from services.probe import NodeRaw
-from services.store import Store
+from services.node.probe import NodeRaw
+from services.parse.metrics import MetricsParseError, parse_metrics
+from services.store.store import Store
 
 log = logging.getLogger("inferbot.samples")
 

@@ -16,8 +16,8 @@ from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
 from services.cluster import Snapshot
 from services.models import ServiceState
-from services.probe import ProbeOptions
-from services.vllm_args import format_flag_value
+from services.node.probe import ProbeOptions
+from services.parse.vllm_args import format_flag_value
 
 # The live tok/s in the settings summary comes from vLLM's periodic stats line in the journal (no pause
 # for two /metrics samples); "throughput" and "status" sample /metrics twice.

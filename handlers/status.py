@@ -15,7 +15,7 @@ from handlers.context import Context, Request
 from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
 from services.models import ServiceState
-from services.probe import ProbeOptions
+from services.node.probe import ProbeOptions
 
 # Two /metrics samples one second apart: enough to see tokens flowing (or a hung engine).
 STATUS_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=1.0)

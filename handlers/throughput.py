@@ -6,9 +6,9 @@ from handlers.common import STATE_STATUS, state_line, warnings_section
 from handlers.context import Context, Request
 from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
-from services import bench as bench_fmt
 from services.models import ServiceState
-from services.probe import ProbeOptions
+from services.node.probe import ProbeOptions
+from services.parse import bench as bench_fmt
 
 THROUGHPUT_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=2.0, bench=True, gpus=False)
 

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from config.models import BotConfig, Node, Service
-from services.assemble import NodeFacts, assemble, attach_gpu_owners
 from services.models import GpuInfo, GpuProcess, Model, NodeError, ServiceState
-from services.probe import (
+from services.node.assemble import NodeFacts, assemble, attach_gpu_owners
+from services.node.probe import (
     NodeRaw,
     ProbeOptions,
     ProbeTarget,
@@ -22,7 +22,7 @@ from services.probe import (
     remote_command,
     stdin_for,
 )
-from services.ssh import NodePool, NodeUnreachable
+from services.node.ssh import NodePool, NodeUnreachable
 
 log = logging.getLogger("inferbot.cluster")
 

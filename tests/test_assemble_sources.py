@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from services.assemble import NodeFacts, assemble
 from services.models import HttpProbe, ServiceState
-from services.probe import NodeRaw, ProcRow, ReadFile, UnitRaw
+from services.node.assemble import NodeFacts, assemble
+from services.node.probe import NodeRaw, ProcRow, ReadFile, UnitRaw
 
 SHOW = """Id=x.service
 LoadState=loaded

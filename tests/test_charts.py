@@ -24,9 +24,9 @@ from handlers.context import Asker, Context
 from handlers.follow import watch_node
 from handlers.notify import RecordingNotifier
 from services.cluster import Cluster
+from services.node.ssh import NodePool
 from services.sim.scenarios import QWEN_UNIT, kimi_node, qwen_node
-from services.ssh import NodePool
-from services.store import Store
+from services.store.store import Store
 from tests.conftest import MakeCluster
 from tests.sshd import free_port
 
@@ -351,8 +351,8 @@ async def test_a_followed_restart_records_its_phases_for_chart_loads(make_cluste
 def test_the_watchers_metrics_filter_keeps_every_number_it_samples(name: str) -> None:
     import re
 
-    from services.metrics import parse_metrics
-    from services.probe import METRICS_FILTER
+    from services.node.probe import METRICS_FILTER
+    from services.parse.metrics import parse_metrics
 
     full = (ROOT / "tests" / "samples" / "metrics" / name).read_text()
     pattern = re.compile(METRICS_FILTER)  # grep -E on the node: the same syntax for this pattern

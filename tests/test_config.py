@@ -129,7 +129,7 @@ def test_unit_starting_with_a_dash_is_refused() -> None:
 
 
 def test_default_restart_command_ends_options_before_the_unit() -> None:
-    from services.restart_exec import build_restart_command
+    from services.node.restart import build_restart_command
 
     cfg = parse_config(SVC, "ok.toml")
     assert build_restart_command(cfg.access, cfg.services[0]) == "sudo -n systemctl restart -- x.service"

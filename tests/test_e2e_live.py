@@ -17,7 +17,7 @@ from bot.dispatch import answer
 from bot.render_text import render_text
 from handlers.context import Asker
 from services.sim.scenarios import KIMI_UNIT, file_log_unit
-from services.store import Store
+from services.store.store import Store
 from tests.conftest import MakeCluster, SimCluster
 from tests.sshd import free_port
 from tests.test_e2e_faults import _toml

@@ -12,7 +12,7 @@ from handlers.follow import watch_node
 from handlers.home import read_dashboard
 from handlers.notify import DASHBOARDS, JOBS, RecordingNotifier
 from services.sim.scenarios import KIMI_UNIT
-from services.store import Store
+from services.store.store import Store
 from tests.conftest import MakeCluster
 from tests.test_restart import bot, kimi_cluster
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.app import runtime
-from services.probe import ProbeOptions, ProbeTarget, build_script, remote_command, stdin_for
+from services.node.probe import ProbeOptions, ProbeTarget, build_script, remote_command, stdin_for
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 from tests.conftest import MakeCluster
 from tests.test_e2e_settings import kimi

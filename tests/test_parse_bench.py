@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from services.bench import format_bench, parse_bench_extract, parse_bench_json, summarize_bench
 from services.models import BenchResult, BenchSummary
+from services.parse.bench import format_bench, parse_bench_extract, parse_bench_json, summarize_bench
 
 BENCH = Path(__file__).parent / "samples" / "bench"
 REMOTE_DIR = "/srv/vllm/bench"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from services.gpu import is_vllm_worker, parse_gpu_processes, parse_gpus
 from services.models import GpuInfo, GpuProcess
+from services.parse.gpu import is_vllm_worker, parse_gpu_processes, parse_gpus
 
 GPU = Path(__file__).parent / "samples" / "gpu"
 NAME = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from services.metrics import (
+from services.models import MetricsSample, StatsLine
+from services.parse.metrics import (
     MetricsParseError,
     histogram_quantile,
     parse_metrics,
     throughput_from_samples,
     throughput_from_stats,
 )
-from services.models import MetricsSample, StatsLine
 
 METRICS = Path(__file__).parent / "samples" / "metrics"
 

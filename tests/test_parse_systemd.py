@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from services.systemd import (
+from services.parse.systemd import (
     parse_environment_property,
     parse_exec_property,
     parse_show,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.unitfile import (
+from services.parse.unitfile import (
     expand_exec_start,
     merge_environment,
     parse_docker_env_file,
@@ -15,7 +15,7 @@ from services.unitfile import (
     split_command,
     unit_specifiers,
 )
-from services.vllm_args import parse_vllm_argv
+from services.parse.vllm_args import parse_vllm_argv
 
 SAMPLES = Path(__file__).parent / "samples" / "units"
 

@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from services.unitfile import split_command
-from services.vllm_args import (
+from services.parse.unitfile import split_command
+from services.parse.vllm_args import (
     MODEL_FLAG_DEPRECATED,
     group_flags,
     is_wrapped,

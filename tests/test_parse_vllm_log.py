@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.vllm_log import (
+from services.parse.vllm_log import (
     RawValue,
     load_durations,
     parse_banner_version,

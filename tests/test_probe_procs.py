@@ -1,6 +1,6 @@
 """The probe's reading of a unit's processes, run for real: cgroup.procs files, the /proc fallback, argv bytes.
 
-The shell function is the probe's own (``services.probe._HELPERS``); only the cgroup root is pointed at a
+The shell function is the probe's own (``services.node.probe._HELPERS``); only the cgroup root is pointed at a
 directory laid out like ``/sys/fs/cgroup`` on cgroup v2 or v1/hybrid (systemd's named hierarchy), and the
 processes are real ones with awkward argv (spaces, an empty word, a newline, JSON).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from services.probe import _HELPERS, UnitRaw, parse_output
+from services.node.probe import _HELPERS, UnitRaw, parse_output
 
 CHILD_CODE = "import time; time.sleep(60)"
 SERVER_ARGV = [sys.executable, "-c", CHILD_CODE, "serve", "/models/q", "a b", "", "line1\nline2",

@@ -13,8 +13,8 @@ import pytest
 from bot.logs import JsonFormatter
 from config.models import Node
 from services.models import NodeError
+from services.node.ssh import NodeUnreachable, describe_error
 from services.redact import REDACTED, Redactor, Secret, is_secret_name, redact_json_or_text, redact_patterns
-from services.ssh import NodeUnreachable, describe_error
 
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "S3_SECRET_ACCESS_KEY",

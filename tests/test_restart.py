@@ -382,8 +382,8 @@ async def test_audit_is_mirrored_and_listed(tmp_path: Path) -> None:
     from handlers.audit import record
     from handlers.context import Context, Request
     from services.cluster import Cluster
-    from services.ssh import NodePool
-    from services.store import Store
+    from services.node.ssh import NodePool
+    from services.store.store import Store
 
     config = BotConfig.model_validate({"audit": {"channel": "C0AUDIT"}})
     store = Store(f"sqlite:///{tmp_path / 'state.sqlite3'}")

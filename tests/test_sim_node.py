@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from services.probe import ProbeOptions, ProbeTarget, build_script, environ_dict, parse_output, split_nul
+from services.node.probe import ProbeOptions, ProbeTarget, build_script, environ_dict, parse_output, split_nul
 from services.sim.node import SimNode
 from services.sim.scenarios import (
     KIMI_API_KEY,
@@ -490,7 +490,7 @@ ORDER = ["MainPID", "Result", "NRestarts", "ExecMainStartTimestamp", "ExecMainSt
 
 
 def test_probe_props_match() -> None:
-    from services.probe import SHOW_PROPERTIES
+    from services.node.probe import SHOW_PROPERTIES
     from services.sim.fake_vllm import Profile
     from services.sim.scenarios import LoadProfile
 

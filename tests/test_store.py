@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from services.models import ServiceState
-from services.store import JOBSTORE_TABLE, DiffItem, Store, diff_snapshots
+from services.store.store import JOBSTORE_TABLE, DiffItem, Store, diff_snapshots
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 2, 21, 13, 0, tzinfo=UTC)
@@ -398,7 +398,7 @@ OTHER_BOT = """
     import asyncio, json, sys
     from datetime import UTC, datetime
     from services.models import ServiceState
-    from services.store import Store
+    from services.store.store import Store
 
     async def main() -> None:
         url, rounds = sys.argv[1], int(sys.argv[2])

@@ -2,7 +2,7 @@
 ``INFERBOT_RECORD_SYSTEMD=1 pytest tests/systemd``), for the simulator's own reader and the product's parser.
 
 The simulator must agree with systemd without sharing the product's code, so a quoting bug in
-services/unitfile.py fails here (and in the e2e tests) instead of being mirrored by the simulator.
+services/parse/unitfile.py fails here (and in the e2e tests) instead of being mirrored by the simulator.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from services.unitfile import expand_exec_start, merge_environment, parse_env_file, parse_unit_cat
+from services.parse.unitfile import expand_exec_start, merge_environment, parse_env_file, parse_unit_cat
 from tests.sim_truth import simulated
 
 CASES: list[dict[str, Any]] = json.loads((Path(__file__).parent / "samples/units/real-systemd.json").read_text())
@@ -41,7 +41,7 @@ def test_product_parser_matches_real_systemd(case: dict[str, Any]) -> None:
         argv = argv[1:]  # "@" prefix: the second word is argv[0]
     assert argv == _real_argv(case, argv[0])
     if "export " in "".join(case["env_files"].values()):
-        # services.unitfile reads `export NAME=value` lines on purpose (files shared with shells); systemd 252
+        # services.parse.unitfile reads `export NAME=value` lines on purpose (files shared with shells); systemd 252
         # ignores them ("Ignoring invalid environment assignment"), so the process does not have them.
         env = {k: v for k, v in env.items() if k not in _exported(case)}
     assert env == case["env"]
@@ -53,7 +53,7 @@ def _exported(case: dict[str, Any]) -> set[str]:
 
 
 def test_simulator_does_not_import_the_product_parser() -> None:
-    """The simulator is the tests' truth: it must not share services/unitfile.py (its bugs would be mirrored)."""
+    """The simulator is the tests' truth: it must not share services/parse/unitfile.py (its bugs would be mirrored)."""
     import ast
 
     sim = Path(__file__).parents[1] / "services/sim"
@@ -62,4 +62,4 @@ def test_simulator_does_not_import_the_product_parser() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            assert not any(n == "services.unitfile" or n.startswith("services.unitfile.") for n in names), f
+            assert not any(n == "services.parse.unitfile" or n.startswith("services.parse.unitfile.") for n in names), f

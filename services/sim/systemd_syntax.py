@@ -1,4 +1,4 @@
-"""The simulated systemd's own reading of unit-file syntax, independent of ``services.unitfile``.
+"""The simulated systemd's own reading of unit-file syntax, independent of ``services.parse.unitfile``.
 
 The simulator must not share the product's parser: a quoting bug there would then be "right" on both
 sides and no test could fail. This module is written separately from systemd.syntax(7),

@@ -1,7 +1,7 @@
 """What the simulated systemd needs from a unit's files to run it and to render ``systemctl show``.
 
 Value semantics (quoting, escapes, ``$VAR``/``${VAR}``, ``%`` specifiers, env files) come from the
-simulator's own ``services.sim.systemd_syntax``, never from the product's ``services.unitfile``: the
+simulator's own ``services.sim.systemd_syntax``, never from the product's ``services.parse.unitfile``: the
 simulator is the test's truth and must not share the bugs of the code under test.
 """
 

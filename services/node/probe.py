@@ -28,7 +28,7 @@ SHOW_PROPERTIES = (
 # bytes of each one's argv.
 MAX_PROCS = 64
 MAX_ARGV_BYTES = 16384
-# The journal lines the parsers read (services/vllm_log.py): phase markers, shard progress, the stats
+# The journal lines the parsers read (services/parse/vllm_log.py): phase markers, shard progress, the stats
 # line, the version banner and failure markers. The node scans the current start's journal and sends
 # only these, so a busy server's access-log lines neither cost transfer and parsing nor push the phase
 # markers out of the window.

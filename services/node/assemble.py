@@ -12,10 +12,6 @@ from datetime import datetime, timedelta
 
 import yaml
 
-from services import bench as bench_parser
-from services import gpu as gpu_parser
-from services import metrics as metrics_parser
-from services import systemd, unitfile, vllm_args, vllm_log
 from services.models import (
     BenchSummary,
     FlagValue,
@@ -32,7 +28,11 @@ from services.models import (
     UnitShow,
     VllmCommand,
 )
-from services.probe import NodeRaw, ProcRow, UnitRaw, environ_dict, split_nul
+from services.node.probe import NodeRaw, ProcRow, UnitRaw, environ_dict, split_nul
+from services.parse import bench as bench_parser
+from services.parse import gpu as gpu_parser
+from services.parse import metrics as metrics_parser
+from services.parse import systemd, unitfile, vllm_args, vllm_log
 from services.redact import REDACTED, Redactor, is_secret_name, redact_value
 
 # Variables that systemd, a login shell or a venv set by themselves: not part of the service's settings.

@@ -239,7 +239,7 @@ _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct N
 def _tz(offset: str) -> timezone:
     m = re.fullmatch(r"([+-])(\d{2}):?(\d{2})", offset.strip())
     if not m:
-        # Same rule as services.systemd.parse_offset: an unreadable `date +%z` means UTC, not a crash.
+        # Same rule as services.parse.systemd.parse_offset: an unreadable `date +%z` means UTC, not a crash.
         return UTC
     delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3)))
     return timezone(-delta if m.group(1) == "-" else delta)

@@ -13,9 +13,9 @@ import shlex
 
 from config.models import UNIT_RE, AccessPolicy, Node, Service
 from services.models import Model
+from services.node.ssh import NodePool, NodeUnreachable
+from services.parse.systemd import parse_show
 from services.redact import redact_patterns
-from services.ssh import NodePool, NodeUnreachable
-from services.systemd import parse_show
 
 SHOW_AFTER = "Id,ActiveState,SubState,Result,MainPID,InvocationID,NRestarts"
 RESTART_LIMIT_S = 120.0  # systemctl restart waits for the stop (vLLM frees GPUs) and the start job
