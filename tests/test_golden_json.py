@@ -60,6 +60,9 @@ _PATTERNS = [
     (re.compile(r"\d{4}-\d\d-\d\d[T ][\d:.]+(?:[+-]\d\d:?\d\d|Z)?"), "<time>"),
     (re.compile(r"\b\d\d:\d\d(?::\d\d)?\b"), "<clock>"),
     (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+    # table columns widen with a 5-digit PID or a longer number: the padding is not what a user reads
+    (re.compile(r"-{2,}"), "--"),
+    (re.compile(r" {2,}"), "  "),
 ]
 
 
