@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from handlers.context import Context, Request
-from handlers.live import answered, failure, snapshot_data
+from handlers.live import answered, failure, node_error_sections, snapshot_data
 from handlers.reply import Reply, Section, Status
-from handlers.settings import node_error_sections
 from services.node.probe import ProbeOptions
 
 GPU_PROBE = ProbeOptions(journal_lines=0)

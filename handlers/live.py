@@ -98,7 +98,6 @@ async def service_cards(
     Returns the snapshot, the sections and each card's status (for the reply's overall status).
     """
     from handlers.common import STATE_STATUS
-    from handlers.settings import node_error_sections
 
     snap = await ctx.cluster.snapshot(req.services, req.nodes, probe)
     try:
@@ -133,3 +132,17 @@ def failure(snap: Snapshot) -> str:
     if not snap.nodes and not snap.services:
         return "no services or nodes are configured"
     return "every targeted node is unreachable: " + ", ".join(n.node for n in snap.nodes if not n.ok)
+
+
+def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
+    """Nodes that failed and have no service card of their own (discovery nodes)."""
+    out: list[Section] = []
+    for n in snap.nodes:
+        if not n.ok and n.error and n.node not in reported:
+            out += [Section(kind="header", title=f"node {n.node}", status="error"),
+                    Section(kind="text", text=f"unreachable — {n.error.reason}"),
+                    Section(kind="context", text=f"fix: {n.error.fix}" if n.error.fix else None)]
+        elif n.ok and n.discovered == [] and n.node not in reported:
+            out += [Section(kind="header", title=f"node {n.node}", status="info"),
+                    Section(kind="text", text="no vLLM units found on this node")]
+    return [s for s in out if s.kind != "context" or s.text]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from handlers.common import STATE_STATUS, worst
 from handlers.context import Context, Request
-from handlers.live import answered, failure, snapshot_data
+from handlers.live import answered, failure, node_error_sections, snapshot_data
 from handlers.reply import Attachment, Reply, Section
-from handlers.settings import node_error_sections
 from services.node.probe import ProbeOptions
 
 DEFAULT_LINES = 30

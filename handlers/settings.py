@@ -14,7 +14,6 @@ from handlers.common import (
 from handlers.context import Context, Request
 from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
-from services.cluster import Snapshot
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
 from services.parse.vllm_args import format_flag_value
@@ -92,20 +91,6 @@ def service_sections(st: ServiceState, ctx: Context, focus: str | None = None, f
     if w:
         out.append(w)
     return out
-
-
-def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
-    """Nodes that failed and have no service card of their own (discovery nodes)."""
-    out: list[Section] = []
-    for n in snap.nodes:
-        if not n.ok and n.error and n.node not in reported:
-            out += [Section(kind="header", title=f"node {n.node}", status="error"),
-                    Section(kind="text", text=f"unreachable — {n.error.reason}"),
-                    Section(kind="context", text=f"fix: {n.error.fix}" if n.error.fix else None)]
-        elif n.ok and n.discovered == [] and n.node not in reported:
-            out += [Section(kind="header", title=f"node {n.node}", status="info"),
-                    Section(kind="text", text="no vLLM units found on this node")]
-    return [s for s in out if s.kind != "context" or s.text]
 
 
 async def handle(ctx: Context, req: Request) -> Reply:
