@@ -12,22 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from bot.app import runtime
-from bot.dispatch import answer
+from bot.ask_once import UsageError, ask
 from bot.logs import setup_logging
-from bot.render_text import render_text
 from config.loader import ConfigError, load_config
 from config.models import BotConfig
-from handlers.context import Asker
-from handlers.reply import Reply
 from services.redact import redact_patterns
 
-EXIT_OK = 0
 EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad usage or config: one clear line on stderr, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,41 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--clear-lock", action="store_true",
                          help="show and clear a stale in-flight restart lock of SERVICE (audited); restarts nothing")
     return p
-
-
-def emit(reply: Reply, as_json: bool) -> None:
-    """Print a reply as text or as the ``--json`` object."""
-    text = render_text(reply)
-    if as_json:
-        print(json.dumps(reply.to_json(text), ensure_ascii=False, indent=2))
-    else:
-        print(text, end="")
-
-
-async def ask(config: BotConfig, question: str, as_json: bool, png: str | None = None) -> int:
-    """Answer one question against ``config`` and print it (and write its chart to ``png``, if asked)."""
-    async with runtime(config) as rt:
-        reply = await answer(question, rt.context(Asker(surface="json" if as_json else "cli")))
-    if png is not None:
-        await write_chart(reply, png)
-    emit(reply, as_json)
-    return EXIT_OK
-
-
-async def write_chart(reply: Reply, path: str) -> None:
-    """Draw the reply's chart into ``path`` (a note on stderr when the answer has none)."""
-    if reply.chart is None:
-        print("inferbot: this answer has no chart; nothing written to " + path, file=sys.stderr)
-        return
-    from bot.render_chart import render_png  # matplotlib only when a chart is drawn
-
-    png = await asyncio.to_thread(render_png, reply.chart)
-    try:
-        await asyncio.to_thread(Path(path).write_bytes, png)
-    except OSError as e:
-        raise UsageError(f"could not write the chart to {path}: {e.strerror or e}") from None
-    reply.data["png"] = {"file": path, "bytes": len(png), "width": reply.chart.width_px,
-                         "height": reply.chart.height_px}
 
 
 def _load(path: str | None) -> BotConfig:

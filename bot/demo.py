@@ -21,7 +21,7 @@ from pathlib import Path
 
 import asyncssh
 
-from bot.cli import ask
+from bot.ask_once import ask
 from bot.router import route
 from config.models import BotConfig, Node, Service, StateSettings
 from services.sim.node import SimNode
