@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from handlers.context import Asker, Context
 from handlers.follow import poll_follow, watch_node
@@ -18,9 +18,14 @@ from handlers.restart import expire_request
 
 if TYPE_CHECKING:
     from bot.app import Runtime
-    from bot.scheduler import BotScheduler
 
 log = logging.getLogger("inferbot.jobs")
+
+
+class Reconciler(Protocol):
+    """What a job needs of the scheduler (bot/scheduler.py imports this module, never the reverse)."""
+
+    async def reconcile(self) -> list[str]: ...
 
 
 @dataclass
@@ -29,7 +34,7 @@ class Live:
 
     runtime: Runtime
     notifier: Notifier
-    scheduler: BotScheduler | None = None
+    scheduler: Reconciler | None = None
 
 
 _live: Live | None = None
