@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
-from typing import cast
 
-from bot.commands import Command, Handler
 from bot.router import Aliases, Intent, route, service_aliases
 from handlers.context import Context, Request
 from handlers.reply import Reply, Section
 
 log = logging.getLogger("inferbot.dispatch")
-
-
-def _handler(cmd: Command) -> Handler:
-    module, _, func = cmd.handler_path.partition(":")
-    return cast(Handler, getattr(importlib.import_module(module), func))
 
 
 def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
@@ -90,7 +82,7 @@ async def answer(text: str, ctx: Context) -> Reply:
                 outcome = "not-understood"
             req = Request(intent=intent.command.name, services=intent.services, nodes=intent.nodes,
                           explicit_target=intent.explicit_target, args=args)
-            reply = await _handler(intent.command)(ctx, req)
+            reply = await intent.command.handler(ctx, req)
             if not intent.matched and text.strip():
                 # Help was the fallback, not the answer to what was asked.
                 reply = reply.model_copy(update={"ok": False, "error": "not understood"})

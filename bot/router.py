@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from bot.commands import COMMANDS, FLAG_MENTION, FLAG_WORDS, RESTART_NEGATION, Command, mentioned_flag
 from config.models import BotConfig, Node, Service
+from handlers.commands import COMMANDS, FLAG_MENTION, FLAG_WORDS, RESTART_NEGATION, Command, mentioned_flag
 
 MAX_MESSAGE = 2000
 _MENTION = re.compile(r"<[@#!][^>]*>")

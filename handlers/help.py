@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from handlers.context import Context, Request
 from handlers.notify import groups_of
 from handlers.reply import Reply, Section
@@ -21,15 +24,26 @@ async def _may_restart(ctx: Context) -> bool:
     return False
 
 
-async def handle(ctx: Context, req: Request) -> Reply:
-    """List the commands the asker may run, with examples (restricted ones hidden unless allowed)."""
-    from bot.commands import COMMANDS  # the table lives in bot/; help only reads it
+class HelpEntry(Protocol):
+    """What help reads of a command in the table (``handlers.commands.Command``)."""
 
+    @property
+    def name(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def examples(self) -> tuple[str, ...]: ...
+    @property
+    def restricted(self) -> bool: ...
+
+
+async def answer(table: Sequence[HelpEntry], ctx: Context, req: Request) -> Reply:
+    """List the commands of ``table`` the asker may run, with examples (restricted ones hidden unless allowed)."""
     may_restart = await _may_restart(ctx)
     order = {name: i for i, name in enumerate(HELP_ORDER)}
     rows = [
         [c.name, c.summary, " · ".join(f"“{e}”" for e in c.examples)]
-        for c in sorted(COMMANDS, key=lambda c: order.get(c.name, len(order)))
+        for c in sorted(table, key=lambda c: order.get(c.name, len(order)))
         if c.name != "help" and (not c.restricted or may_restart)
     ]
     sections: list[Section] = []

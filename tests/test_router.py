@@ -6,6 +6,7 @@ import pytest
 
 from bot.router import route
 from config.loader import parse_config
+from handlers import settings
 
 CFG = parse_config("""
 [[nodes]]
@@ -175,7 +176,7 @@ def test_ordinary_words_are_not_unknown_targets(text: str) -> None:
 
 
 def test_every_example_in_the_table_routes_to_its_command() -> None:
-    from bot.commands import COMMANDS
+    from handlers.commands import COMMANDS
 
     for c in COMMANDS:
         for example in c.examples:
@@ -215,5 +216,5 @@ def test_gpu_utilisation_routes_to_gpus(text: str) -> None:
 )
 def test_flag_questions_focus_on_the_flag(text: str, flag: str) -> None:
     i = route(text, CFG)
-    assert i.command.handler_path == "handlers.settings:handle"
+    assert i.command.handler is settings.handle
     assert i.args["focus"] == "flag" and i.args["flag"] == flag and i.unknown == []

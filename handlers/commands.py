@@ -1,4 +1,8 @@
-"""The command table: the one source of truth for every intent (patterns, examples, help, guard)."""
+"""The command table: the one source of truth for every intent (patterns, examples, help, guard).
+
+It belongs to the handler layer and holds the handler functions themselves; the router (``bot/``) reads
+it, ``bot/dispatch.py`` calls ``command.handler`` by reference.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from handlers import audit, changes, charts, gpus, logs, restart, restart_info, settings, status, throughput
+from handlers import help as help_handler
 from handlers.context import Context, Request
 from handlers.reply import Reply
 from services.parse.vllm_args import FLAG_GROUPS, KNOWN_SWITCHES, MULTI_VALUE_FLAGS, SHORT_ALIASES
@@ -22,7 +28,7 @@ class Command:
     examples: tuple[str, ...]
     patterns: tuple[re.Pattern[str], ...]
     keywords: tuple[str, ...]  # for "did you mean"
-    handler_path: str  # "module:function", imported lazily so the table stays import-light
+    handler: Handler  # called by reference: a reader (and a tool) can follow the hop
     restricted: bool = False  # hidden from help for people who may not run it
     confirm: bool = False
     args: tuple[str, ...] = field(default_factory=tuple)
@@ -95,6 +101,11 @@ def mentioned_flag(text: str) -> str | None:
     return re.sub(r"[_ ]", "-", m.group("dashed") or m.group("spelled"))
 
 
+async def _help(ctx: Context, req: Request) -> Reply:
+    """Help over this table (the help module takes the table as a parameter, so it never imports it)."""
+    return await help_handler.answer(COMMANDS, ctx, req)
+
+
 # Order matters: the first command whose pattern matches wins, so specific intents come first.
 COMMANDS: tuple[Command, ...] = (
     # Before the restart commands: "clear the restart lock on kimi" names a lock, not a restart.
@@ -104,7 +115,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("unlock kimi", "clear the restart lock on kimi"),
         patterns=_p(r"^(please\s+)?unlock\b", r"\bclear\s+(the\s+)?(stale\s+)?(restart\s+)?lock\b"),
         keywords=("unlock", "lock", "clear", "stale"),
-        handler_path="handlers.restart:handle_unlock",
+        handler=restart.handle_unlock,
         restricted=True,
     ),
     # Before "restart": a question or a negation that mentions restarting never starts one.
@@ -114,7 +125,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("why did kimi restart last night?", "who can restart kimi?", "restart history"),
         patterns=(RESTART_NEGATION, *_p(*RESTART_QUESTION)),
         keywords=("restarts", "restarted"),
-        handler_path="handlers.restart_info:handle",
+        handler=restart_info.handle,
     ),
     Command(
         name="restart",
@@ -122,7 +133,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("restart kimi", "please restart kimi on gpu-a", "/inferbot restart kimi"),
         patterns=(RESTART_REQUEST,),
         keywords=("restart", "bounce"),
-        handler_path="handlers.restart:handle",
+        handler=restart.handle,
         restricted=True,
         confirm=True,
         args=("force",),
@@ -134,7 +145,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("chart loads kimi",),
         patterns=_p(r"\b(chart|graph|plot)s?\b.*\bloads?\b", r"\bloads?\b.*\b(chart|graph|plot)\b"),
         keywords=("chart", "graph", "plot", "loads", "charts"),
-        handler_path="handlers.charts:loads",
+        handler=charts.loads,
         args=("window_s",),
     ),
     Command(
@@ -143,7 +154,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("chart bench kimi",),
         patterns=_p(r"\b(chart|graph|plot)s?\b.*\bbench(mark)?s?\b", r"\bbench(mark)?s?\b.*\b(chart|graph|plot)\b"),
         keywords=("chart", "graph", "plot"),
-        handler_path="handlers.charts:bench",
+        handler=charts.bench,
     ),
     Command(
         name="chart_throughput",
@@ -151,7 +162,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("chart throughput kimi", "throughput kimi chart last 6h", "chart throughput kimi 7d"),
         patterns=_p(r"\b(chart|graph|plot)s?\b"),
         keywords=("chart", "graph", "plot"),
-        handler_path="handlers.charts:throughput",
+        handler=charts.throughput,
         args=("window_s",),
     ),
     # --- end of charts ---------------------------------------------------------------------------------
@@ -161,7 +172,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("logs kimi", "logs kimi 100"),
         patterns=_p(r"^(show\s+)?(the\s+)?(logs?|journal)\b", r"\b(logs?|journal)\s+(for|of|on)\b"),
         keywords=("logs", "journal"),
-        handler_path="handlers.logs:handle",
+        handler=logs.handle,
         args=("lines",),
     ),
     Command(
@@ -170,7 +181,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("compare kimi and qwen", "compare kimi on gpu-a and gpu-b"),
         patterns=_p(r"^(compare|diff)\b.+\b(and|vs\.?|with|to)\b"),
         keywords=("compare",),
-        handler_path="handlers.changes:compare",
+        handler=changes.compare,
     ),
     Command(
         name="changes",
@@ -178,7 +189,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("what changed on kimi?", "diff kimi"),
         patterns=_p(r"\bwhat('?s| has| have)?\s+changed\b", r"^(diff|changes)\b", r"\bchanges?\s+(on|for|to)\b"),
         keywords=("changed", "diff", "changes"),
-        handler_path="handlers.changes:handle",
+        handler=changes.handle,
     ),
     Command(
         name="audit",
@@ -186,7 +197,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("audit", "history kimi"),
         patterns=_p(r"^(audit|history)\b", r"\baudit\s+log\b"),
         keywords=("audit", "history"),
-        handler_path="handlers.audit:handle",
+        handler=audit.handle,
     ),
     # Before "gpus": "gpu memory utilization of kimi" is the flag, "gpu memory" the GPUs.
     Command(
@@ -196,7 +207,7 @@ COMMANDS: tuple[Command, ...] = (
                   "tensor parallel size of kimi"),
         patterns=(FLAG_MENTION,),
         keywords=("flag",),
-        handler_path="handlers.settings:handle",
+        handler=settings.handle,
     ),
     Command(
         name="gpus",
@@ -204,7 +215,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("gpu status", "gpus on gpu-a", "what's the gpu utilization on gpu-a", "vram"),
         patterns=_p(r"\bgpus?\b(?!-)", r"\bnvidia-smi\b", r"\bvram\b", r"\butili[sz]ation\b", r"\butil\b"),
         keywords=("gpus", "gpu", "nvidia-smi"),
-        handler_path="handlers.gpus:handle",
+        handler=gpus.handle,
     ),
     Command(
         name="throughput",
@@ -213,7 +224,7 @@ COMMANDS: tuple[Command, ...] = (
         patterns=_p(r"\bthroughput\b", r"\bhow\s+fast\b", r"\btok(en)?s?\s*/\s*s(ec)?\b", r"\btps\b",
                     r"\bbench(mark)?s?\b", r"\bspeed\b", r"\blatency\b", r"\bperformance\b"),
         keywords=("throughput", "fast", "tok/s", "benchmark", "speed"),
-        handler_path="handlers.throughput:handle",
+        handler=throughput.handle,
     ),
     Command(
         name="status",
@@ -223,7 +234,7 @@ COMMANDS: tuple[Command, ...] = (
                     r"\bready\s+yet\b", r"\bhow\s+long\b", r"\beta\b", r"\bprogress\b", r"\bhealth\b",
                     r"\bstate\b", r"\buptime\b", r"\brequests?\b", r"\bkv\s*cache\b", r"\bqueued?\b"),
         keywords=("status", "up", "ready", "progress", "health"),
-        handler_path="handlers.status:handle",
+        handler=status.handle,
     ),
     Command(
         name="settings",
@@ -234,7 +245,7 @@ COMMANDS: tuple[Command, ...] = (
                     r"\benv(ironment)?\b", r"\bnccl\b", r"\bcuda\b", r"\bmodels?\b", r"\bparams?\b",
                     r"\bparameters\b", r"\bcommand\s*line\b", r"\bsetup\b", r"\bvars?\b", r"\bversions?\b"),
         keywords=("settings", "config", "flags", "env", "nccl", "model"),
-        handler_path="handlers.settings:handle",
+        handler=settings.handle,
     ),
     Command(
         name="help",
@@ -242,7 +253,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("help",),
         patterns=_p(r"^(help|\?|commands|usage|what can you do)\b", r"^h$"),
         keywords=("help",),
-        handler_path="handlers.help:handle",
+        handler=_help,
     ),
 )
 
@@ -253,3 +264,4 @@ def command(name: str) -> Command:
         if c.name == name:
             return c
     raise KeyError(name)
+
