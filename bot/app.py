@@ -6,10 +6,11 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 from config.models import BotConfig
 from handlers.context import Asker, Context
+from handlers.ports import Dashboards, Jobs, Notifier
+from services.access import GroupLookup, NoGroups
 from services.cluster import Cluster
 from services.node.ssh import NodePool
 from services.store.store import Store
@@ -23,19 +24,17 @@ class Runtime:
     pool: NodePool
     cluster: Cluster
     store: Store | None = None
-    # Restart issue: how handlers post notices (handlers.notify.Notifier), schedule follow-ups
-    # (handlers.notify.Jobs) and look up Slack user groups (services.access.GroupLookup); set by the front end.
-    notifier: Any | None = None
-    jobs: Any | None = None
-    groups: Any | None = None
-    dashboards: Any | None = None  # handlers.notify.Dashboards: the open App Home tabs (Slack only)
+    # How handlers post notices, schedule follow-ups and look up Slack user groups; set by the front end.
+    notifier: Notifier | None = None
+    jobs: Jobs | None = None
+    groups: GroupLookup | None = None
+    dashboards: Dashboards | None = None  # the open App Home tabs (Slack only)
 
     def context(self, asker: Asker | None = None) -> Context:
         """A fresh handler context for one request."""
-        extras = {k: v for k, v in (("notifier", self.notifier), ("jobs", self.jobs), ("groups", self.groups),
-                                    ("dashboards", self.dashboards)) if v is not None}
         return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=self.store,
-                       extras=extras)
+                       notifier=self.notifier, jobs=self.jobs, groups=self.groups or NoGroups(),
+                       dashboards=self.dashboards)
 
 
 def open_store(config: BotConfig) -> Store:

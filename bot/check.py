@@ -18,15 +18,16 @@ SUDOERS_HINT = "allow it with the sudoers line in the README (base64 of /proc/*/
 
 def _service_problems(st: ServiceState) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
-    if st.reason and "not found on the node" in st.reason:
+    if st.reason and st.reason_kind == "unit-not-found":
         problems.append((st.reason, f"check `unit` for {st.service} in the config "
                                     "(`systemctl list-units --all 'vllm*'` on the node)"))
     for w in st.warnings:
-        if "no permission to read /proc" in w:
+        kind = st.warning_kinds.get(w)
+        if kind == "environ-denied":
             problems.append(("no permission to read the running process's environment (/proc)", SUDOERS_HINT))
-        elif "nvidia-smi" in w:
+        elif kind == "gpu-query-failed":
             problems.append((w, "install the NVIDIA driver utilities, or ignore on CPU-only nodes"))
-        elif "could not read EnvironmentFile" in w:
+        elif kind == "envfile-unreadable":
             problems.append((w, SUDOERS_HINT))
     return problems
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from config.models import BotConfig, Node, Service
 from handlers.commands import COMMANDS, FLAG_MENTION, FLAG_WORDS, RESTART_NEGATION, Command, mentioned_flag
+from handlers.context import ArgValue
 
 MAX_MESSAGE = 2000
 _MENTION = re.compile(r"<[@#!][^>]*>")
@@ -65,7 +66,7 @@ class Intent:
     services: list[Service] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     explicit_target: bool = False
-    args: dict[str, object] = field(default_factory=dict)
+    args: dict[str, ArgValue] = field(default_factory=dict)
     unknown: list[str] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)
     matched: bool = True
@@ -184,7 +185,7 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
             continue
         unknown.append(tok)
         suggestions += difflib.get_close_matches(tok, all_names, n=2, cutoff=0.6)
-    args: dict[str, object] = {}
+    args: dict[str, ArgValue] = {}
     nums = [int(t) for t in tokens if t.isdigit() and len(t) <= 6]
     if nums:
         args["lines"] = nums[-1]

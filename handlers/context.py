@@ -5,13 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from config.models import BotConfig, Node, Service
+from handlers.ports import Dashboards, Jobs, Notifier
+from services.access import GroupLookup, NoGroups
 from services.cluster import Cluster
 
 if TYPE_CHECKING:
     from services.store.store import Store
+
+
+ArgValue = str | int | float | bool | None | list[str]
+"""What a validated request argument may be (the router fills them; no raw message text)."""
 
 
 def utcnow() -> datetime:
@@ -38,7 +44,7 @@ class Request:
     services: list[Service]
     nodes: list[Node]
     explicit_target: bool = False
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, ArgValue] = field(default_factory=dict)
 
 
 @dataclass
@@ -50,4 +56,7 @@ class Context:
     asker: Asker = field(default_factory=Asker)
     store: Store | None = None
     now: Callable[[], datetime] = utcnow
-    extras: dict[str, Any] = field(default_factory=dict)
+    notifier: Notifier | None = None  # None: the front end posts no notices (one question from the terminal)
+    jobs: Jobs | None = None  # None outside ``serve``: nothing is scheduled
+    groups: GroupLookup = field(default_factory=NoGroups)
+    dashboards: Dashboards | None = None  # the open App Home tabs (Slack only)

@@ -322,7 +322,7 @@ def _stop(ctx: Context, key: str) -> None:
 async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> FollowStatus:
     """Probe the followed unit once; keep the progress message current; post final notices exactly once.
 
-    Returns the status; when ``finished`` the job has been removed (through ``Context.extras["jobs"]``).
+    Returns the status; when ``finished`` the job has been removed (through ``Context.jobs``).
     ``notifier`` None: this process can't post (the terminal): the outcome is still decided and the
     restart lock released, and the notices are left to a process that can post (``inferbot serve``).
     """

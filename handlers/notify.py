@@ -1,6 +1,6 @@
 """How handlers speak outside a reply: post, update and ephemeral messages, and scheduling follow-ups.
 
-Handlers only see these protocols (injected through ``Context.extras``); ``bot/`` provides the Slack
+Handlers only see the protocols of ``handlers/ports.py`` (typed fields of ``Context``); ``bot/`` provides the Slack
 implementation (``bot/notifier_slack.py``) and the APScheduler one (``bot/scheduler.py``). The
 recording and printing notifiers here serve the terminal and the tests.
 """
@@ -11,43 +11,16 @@ import itertools
 import logging
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from handlers.ports import Dashboards, Jobs, Notifier
 from handlers.reply import Reply
+
+__all__ = ["Dashboards", "Jobs", "Notifier", "PrintNotifier", "RecordingNotifier"]
 
 if TYPE_CHECKING:
     from handlers.context import Context
     from services.access import GroupLookup
-
-NOTIFIER = "notifier"
-JOBS = "jobs"
-GROUPS = "groups"
-DASHBOARDS = "dashboards"
-"""Keys of ``Context.extras``."""
-
-
-class Notifier(Protocol):
-    """Where notices go. ``post`` returns the message ts (Slack) or a local id; it raises on failure."""
-
-    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str: ...
-    async def update(self, channel: str, ts: str, reply: Reply) -> None: ...
-    async def ephemeral(self, channel: str, user: str, text: str) -> None: ...
-
-
-class Jobs(Protocol):
-    """Scheduling of follow-ups (jobs take only ids, so they survive a restart of the bot)."""
-
-    def follow(self, key: str) -> None: ...
-    def stop_follow(self, key: str) -> None: ...
-    def expire(self, request_id: str, at: datetime) -> None: ...
-
-
-class Dashboards(Protocol):
-    """The open App Home dashboards: told when something they show changed (they republish, paced)."""
-
-    async def changed(self, what: str) -> None: ...
-
 
 def notice_text(reply: Reply) -> str:
     """The one-line notice a reply stands for (``data["notice"]`` when set, else the title)."""
@@ -124,27 +97,22 @@ class PrintNotifier(RecordingNotifier):
 
 def notifier_of(ctx: Context) -> Notifier | None:
     """The notifier injected into ``ctx`` (None when the front end has none)."""
-    n: Any = ctx.extras.get(NOTIFIER)
-    return n  # type: ignore[no-any-return]
+    return ctx.notifier
 
 
 def jobs_of(ctx: Context) -> Jobs | None:
     """The job scheduler injected into ``ctx`` (None outside ``serve``)."""
-    j: Any = ctx.extras.get(JOBS)
-    return j  # type: ignore[no-any-return]
+    return ctx.jobs
 
 
 def groups_of(ctx: Context) -> GroupLookup:
     """The user-group lookup injected into ``ctx`` (no groups when none was given)."""
-    from services.access import NoGroups
-
-    g: Any = ctx.extras.get(GROUPS)
-    return g if g is not None else NoGroups()
+    return ctx.groups
 
 
 async def dashboards_changed(ctx: Context, what: str) -> None:
     """Tell the open dashboards that ``what`` (e.g. ``kimi@gpu-a``) changed; never raises into the caller."""
-    d: Any = ctx.extras.get(DASHBOARDS)
+    d = ctx.dashboards
     if d is None:
         return
     try:

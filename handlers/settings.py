@@ -96,7 +96,8 @@ def service_sections(st: ServiceState, ctx: Context, focus: str | None = None, f
 async def handle(ctx: Context, req: Request) -> Reply:
     """Probe the targets and describe their settings."""
     focus = req.args.get("focus")
-    flag = req.args.get("flag") if isinstance(req.args.get("flag"), str) else None
+    raw_flag = req.args.get("flag")
+    flag = raw_flag if isinstance(raw_flag, str) else None
 
     def card(st: ServiceState, c: Context) -> list[Section]:
         return service_sections(st, c, focus if isinstance(focus, str) else None, flag)

@@ -222,6 +222,24 @@ class BenchSummary(Model):
     peak: BenchResult | None = None
 
 
+WarningKind = Literal["environ-denied", "envfile-unreadable", "gpu-query-failed"]
+"""The warnings a tool acts on (``inferbot check`` gives each its fix), by code, as ``NodeError.kind``."""
+ReasonKind = Literal["unit-not-found"]
+
+
+class WarningLines(list[str]):
+    """One answer's warnings as text; ``add`` also records a warning's kind, so nobody matches its words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: dict[str, WarningKind] = {}
+
+    def add(self, kind: WarningKind, text: str) -> None:
+        """Append ``text`` as a warning of ``kind``."""
+        self.append(text)
+        self.kinds[text] = kind
+
+
 class ServiceState(Model):
     """Everything inferbot knows about one vLLM service at one moment (the ``--json`` contract)."""
 
@@ -240,6 +258,9 @@ class ServiceState(Model):
     version: str | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    # Codes of the warnings above (by their shown text) and of the reason; for tools, not in the JSON answer.
+    warning_kinds: dict[str, WarningKind] = Field(default_factory=dict, exclude=True)
+    reason_kind: ReasonKind | None = Field(default=None, exclude=True)
     settings_source: SettingsSource = "none"
     settings_pid: int | None = None  # the process the settings were read from (process / cgroup-process)
     settings_note: str | None = None  # why that source, in one line ("settings from PID 4242 (…), …")

@@ -10,7 +10,7 @@ import pytest
 
 from handlers.follow import watch_node
 from handlers.home import read_dashboard
-from handlers.notify import DASHBOARDS, JOBS, RecordingNotifier
+from handlers.notify import RecordingNotifier
 from services.sim.scenarios import KIMI_UNIT
 from services.store.store import Store
 from tests.conftest import MakeCluster
@@ -62,8 +62,8 @@ async def test_watcher_tells_the_dashboards_about_a_restart_by_hand(make_cluster
         dashboards = RecordingDashboards()
         b.rt.dashboards = dashboards
         ctx = b.rt.context()
-        ctx.extras.pop(JOBS, None)  # no follow job: only the watcher speaks here
-        assert ctx.extras[DASHBOARDS] is dashboards
+        ctx.jobs = None  # no follow job: only the watcher speaks here
+        assert ctx.dashboards is dashboards
         notifier = RecordingNotifier()
         await watch_node(ctx, "gpu-a", notifier)  # the baseline
         await watch_node(ctx, "gpu-a", notifier)  # nothing changed

@@ -389,7 +389,7 @@ async def test_audit_is_mirrored_and_listed(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'state.sqlite3'}")
     rec = RecordingNotifier()
     ctx = Context(config=config, cluster=Cluster(config, NodePool()), store=store,
-                  asker=Asker(surface="slack", user_id=ALICE, channel_id=OPS), extras={"notifier": rec})
+                  asker=Asker(surface="slack", user_id=ALICE, channel_id=OPS), notifier=rec)
     await record(ctx, "restart.refused", "kimi", "gpu-a", "not allowed: nobody may restart services yet")
     await record(ctx, "restart.requested", "qwen", "gpu-b", "asked to restart")
     mirrored = rec.texts("C0AUDIT")

@@ -27,6 +27,7 @@ from services.models import (
     UnitFile,
     UnitShow,
     VllmCommand,
+    WarningLines,
 )
 from services.node.probe import NodeRaw, ProcRow, UnitRaw, environ_dict, split_nul
 from services.parse import bench as bench_parser
@@ -80,7 +81,7 @@ def _instance(unit: str) -> str | None:
     return base.split("@", 1)[1] if "@" in base else None
 
 
-def _unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: list[str]) -> dict[str, str]:
+def _unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: WarningLines) -> dict[str, str]:
     """What the unit sets: Environment= then EnvironmentFile= (files override, as systemd does)."""
     env = dict(unit.environment or show.environment)
     files = unit.environment_files or show.environment_files
@@ -89,7 +90,8 @@ def _unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: list[str])
         if text is None:
             f = raw.files.get(path)
             if f is not None and not optional:
-                warnings.append(
+                warnings.add(
+                    "envfile-unreadable",
                     f"could not read EnvironmentFile {path} (permission denied or missing): its variables "
                     "are shown from the running process only"
                 )
@@ -190,11 +192,15 @@ def _since(show: UnitShow, state: State) -> datetime | None:
     return show.state_change or show.inactive_enter or show.active_enter
 
 
+def _unit_missing(show: UnitShow, raw: UnitRaw) -> bool:
+    return show.load_state == "not-found" or (raw.show_rc == 0 and not show.load_state and not show.active_state)
+
+
 def classify(
     show: UnitShow, raw: UnitRaw, progress: LoadProgress, now: datetime | None
 ) -> tuple[State, str | None]:
     """The service state and, for every state but ready, a short reason."""
-    if show.load_state == "not-found" or (raw.show_rc == 0 and not show.load_state and not show.active_state):
+    if _unit_missing(show, raw):
         return "failed", f"unit {raw.unit} not found on the node"
     if raw.show_rc != 0:
         first = raw.show.strip().splitlines()[0] if raw.show.strip() else f"exit {raw.show_rc}"
@@ -247,7 +253,7 @@ def assemble(
     service_name: str, node_name: str, raw: UnitRaw, facts: NodeFacts, known_secrets: list[str] | None = None
 ) -> ServiceState:
     """Interpret one unit's probe output."""
-    warnings: list[str] = []
+    warnings = WarningLines()
     show = systemd.parse_show(raw.show, tz_offset=facts.raw.tz) if raw.show_rc == 0 else UnitShow(id=raw.unit)
     unit = (
         _parse_unit_cached(raw.cat, _instance(raw.unit), raw.unit) if raw.cat_rc == 0 else UnitFile()
@@ -272,7 +278,8 @@ def assemble(
         if raw.environ.data is not None:
             process_env = environ_dict(raw.environ.data)
         else:
-            warnings.append(
+            warnings.add(
+                "environ-denied",
                 f"no permission to read /proc/{show.main_pid}/environ (sudo -n refused) — the environment is "
                 "shown as the unit file declares it; see the README for the sudoers line that allows it"
             )
@@ -392,7 +399,7 @@ def assemble(
 
     gpus = _visible_gpus(facts.gpus, env_values.get("CUDA_VISIBLE_DEVICES"))
     if facts.gpu_error:
-        warnings.append(facts.gpu_error)
+        warnings.add("gpu-query-failed", facts.gpu_error)
 
     active = f"{show.active_state} ({show.sub_state})" if show.active_state else ""
     shown_flags, redacted_flags = _shown_flags(cmd.flags, _redact_flags(cmd.flags, redactor)) if cmd else ({}, [])
@@ -413,6 +420,8 @@ def assemble(
         version=version,
         gpus=gpus,
         warnings=[redactor.text(w) for w in dict.fromkeys(warnings)],
+        warning_kinds={redactor.text(w): k for w, k in warnings.kinds.items()},
+        reason_kind="unit-not-found" if _unit_missing(show, raw) else None,
         settings_source=source,
         settings_pid=settings_pid if source in ("process", "cgroup-process") else None,
         settings_note=redactor.text(settings_note) if settings_note else None,
