@@ -55,8 +55,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 from sqlalchemy.types import TypeDecorator
 
@@ -565,11 +565,18 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 class Store:
-    """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use."""
+    """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use.
 
-    def __init__(self, url: str, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self._url = url
+    A :class:`~sqlalchemy.engine.URL` object may carry a password (``services.db_url``): it is used to
+    connect and never shown (:attr:`url` prints ``***``). The schema is upgraded with Alembic on first use
+    (``services.migrate``); a schema newer than this code raises ``services.migrate.SchemaTooNew``.
+    """
+
+    def __init__(self, url: str | URL, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         parsed = make_url(url)
+        self._url_obj = parsed
+        self._url = url if isinstance(url, str) and not parsed.password else parsed.render_as_string()
+        self.schema_version: str | None = None  # set once the schema is checked and upgraded
         self._sqlite = parsed.get_backend_name() == "sqlite"
         database = parsed.database or ""
         self._memory = self._sqlite and (database in ("", ":memory:") or database.startswith("file::memory:"))
@@ -591,7 +598,9 @@ class Store:
 
     def _make_engine(self) -> Engine:
         if not self._sqlite:
-            return create_engine(self._url, pool_pre_ping=True)
+            # pre-ping: a connection the server (or a failover) dropped is replaced, not handed out.
+            return create_engine(self._url_obj, pool_pre_ping=True, pool_size=8, max_overflow=16,
+                                 connect_args={"connect_timeout": 5, "application_name": "inferbot"})
         connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": self._busy_timeout_s}
         if self._memory:
             engine = create_engine(self._url, connect_args=connect_args, poolclass=StaticPool)
@@ -632,11 +641,10 @@ class Store:
         with self._init_lock:
             if self._initialised:
                 return
-            try:
-                metadata.create_all(self._engine)
-            except (OperationalError, ProgrammingError, IntegrityError):
-                # Another process created the tables at the same moment (PostgreSQL): check again.
-                metadata.create_all(self._engine)
+            from services.migrate import upgrade  # the migrations import this module's tables
+
+            with self._engine.begin() as conn:  # BEGIN IMMEDIATE on SQLite: one migrating process at a time
+                self.schema_version = upgrade(conn, self.describe())
             self._initialised = True
 
     @contextlib.contextmanager
@@ -668,8 +676,51 @@ class Store:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     def jobstore_url(self) -> str:
-        """The database URL for APScheduler's ``SQLAlchemyJobStore`` (use table :data:`JOBSTORE_TABLE`)."""
-        return self._url
+        """The database URL for APScheduler's ``SQLAlchemyJobStore`` (use table :data:`JOBSTORE_TABLE`).
+
+        It holds the password, if any: hand it to SQLAlchemy only, never print it.
+        """
+        return self._url_obj.render_as_string(hide_password=False)
+
+    @property
+    def sqlalchemy_url(self) -> URL:
+        """The URL to connect with (password included; its ``str`` hides it)."""
+        return self._url_obj
+
+    @property
+    def is_postgres(self) -> bool:
+        """True when the state lives in PostgreSQL (replicas possible), False for SQLite."""
+        return self._url_obj.get_backend_name() == "postgresql"
+
+    def describe(self) -> str:
+        """Where the state lives, for people (never the password)."""
+        from services.db_url import describe
+
+        return describe(self._url_obj)
+
+    async def prepare(self) -> str:
+        """Connect, check and upgrade the schema now (instead of on first use); returns the schema version."""
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        await self._run(self._ensure_schema)
+        assert self.schema_version is not None
+        return self.schema_version
+
+    async def run_write(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` in a write transaction (``BEGIN IMMEDIATE`` on SQLite) in a worker thread."""
+        def write() -> T:
+            with self._write() as conn:
+                return fn(conn)
+
+        return await self._run(write)
+
+    async def run_read(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` in a read-only transaction in a worker thread."""
+        def read() -> T:
+            with self._read() as conn:
+                return fn(conn)
+
+        return await self._run(read)
 
     @property
     def url(self) -> str:
