@@ -8,6 +8,7 @@ are not stored: start-up puts them in this module's registry (:func:`register`).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,21 @@ def current() -> Live | None:
     return _live
 
 
+def _leading() -> Live | None:
+    """The live objects, if this replica may run scheduled steps now (fencing: a lost leader may not)."""
+    live = _live
+    if live is None:
+        return None
+    sched = live.scheduler
+    if sched is not None:
+        if not sched.leading:
+            log.info("scheduled step skipped: not the leader", extra={"event": "leader", "role": "standby"})
+            return None
+        if sched.first_job_at is None:
+            sched.first_job_at = time.time()
+    return live
+
+
 def _context(live: Live) -> Context:
     # Jobs act as the bot itself; handlers name it "inferbot" in the audit log.
     return live.runtime.context(Asker(surface="json"))
@@ -60,9 +76,11 @@ def _context(live: Live) -> Context:
 
 async def poll_follow_job(key: str) -> None:
     """Follow the load ``key`` (``service@node``) one more step."""
-    live = current()
-    if live is None:
+    if current() is None:
         log.warning("follow job %s ran before start-up registered the runtime", key)
+        return
+    live = _leading()
+    if live is None:
         return
     status = await poll_follow(_context(live), key, live.notifier)
     log.debug("follow %s: %s", key, status.line)
@@ -70,7 +88,7 @@ async def poll_follow_job(key: str) -> None:
 
 async def watch_node_job(node: str) -> None:
     """Look for unplanned restarts on ``node``; also pick up loads started elsewhere (the terminal)."""
-    live = current()
+    live = _leading()
     if live is None:
         return
     if live.scheduler is not None:
@@ -80,7 +98,14 @@ async def watch_node_job(node: str) -> None:
 
 async def expire_request_job(request_id: str) -> None:
     """Expire a restart request nobody confirmed, and rewrite its message."""
-    live = current()
+    live = _leading()
     if live is None:
         return
     await expire_request(_context(live), request_id, live.notifier)
+
+
+async def reconcile_job() -> None:
+    """Pick up follows and requests another replica (or the terminal) started: only the leader schedules."""
+    live = _leading()
+    if live is not None and live.scheduler is not None:
+        await live.scheduler.reconcile()

@@ -10,7 +10,6 @@ the claim so the next poll retries.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +25,7 @@ from handlers.status import progress_bar
 from services.assemble import expected_model
 from services.models import ServiceState
 from services.probe import ProbeOptions
+from services.shared_state import claim_progress_edit, forget_progress, release_progress_edit
 from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 
 log = logging.getLogger("inferbot.follow")
@@ -52,8 +52,6 @@ CLAIM_STALE_S = 120.0
 """A notice claimed but not marked sent for this long belongs to a process that died mid-post."""
 LOCK_MARGIN_S = 900.0
 
-# Process-local pacing of progress edits: (monotonic time of the last edit, phase, invocation).
-_last_progress: dict[str, tuple[float, str | None, str | None]] = {}
 
 
 def follow_key(service: str, node: str) -> str:
@@ -107,7 +105,7 @@ async def start_follow(
 ) -> Follow:
     """Record a load to follow and schedule its polling (when a scheduler is running and ``schedule``)."""
     key = follow_key(service.name, service.node)
-    _last_progress.pop(key, None)
+    await forget_progress(_store(ctx), key)  # a new load: its first progress edit is not paced
     f = await _store(ctx).upsert_follow(
         key, service.name, service.node, service.unit, invocation_id, started_at, reason,
         thread_channel=thread_channel, thread_ts=thread_ts, progress_message_ts=None, request_id=request_id,
@@ -280,22 +278,22 @@ async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: No
     store = _store(ctx)
     text = progress_text(f, st, now)
     reply = _progress_reply(f, text)
-    last = _last_progress.get(f.key)
     if f.progress_message_ts is None:
         sent = await post_once(store, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
         notice = await store.get_notice(f.key, "progress") if sent else None
         if notice is not None and notice.ts:
             await store.set_follow_message(f.key, notice.ts)
             f = f.model_copy(update={"progress_message_ts": notice.ts})
-            _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
+            await claim_progress_edit(store, f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now)  # just posted
         return f
-    if last is not None and last[1] == st.phase and time.monotonic() - last[0] < PROGRESS_MIN_INTERVAL_S:
+    # Pacing is a claim in the store: a new leader (or two pollers) never edits more often than this.
+    if not await claim_progress_edit(store, f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now):
         return f
     try:
         await notifier.update(channel, f.progress_message_ts, reply)
-        _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
     except Exception:
         log.warning("updating the progress message of %s failed", f.key, exc_info=True)
+        await release_progress_edit(store, f.key)
     return f
 
 
@@ -313,7 +311,6 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
 
 
 def _stop(ctx: Context, key: str) -> None:
-    _last_progress.pop(key, None)
     jobs = jobs_of(ctx)
     if jobs is not None:
         jobs.stop_follow(key)
@@ -515,5 +512,4 @@ async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier
 
 
 def reset_pacing() -> None:
-    """Forget progress pacing (tests, and a fresh start)."""
-    _last_progress.clear()
+    """Kept for callers: progress pacing lives in the store now (``services.shared_state``), per database."""

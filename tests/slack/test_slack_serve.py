@@ -148,7 +148,7 @@ async def test_serve_http_mode_end_to_end(tmp_path, monkeypatch, fake_slack: Fak
         for _ in range(100):
             try:
                 async with s.get(base + "/healthz") as r:
-                    assert r.status == 200 and await r.text() == "ok"
+                    assert r.status == 200 and await r.text() == "ok leader"  # issue 12: the role (SQLite: leader)
                     break
             except aiohttp.ClientConnectionError:
                 await asyncio.sleep(0.02)
