@@ -11,6 +11,7 @@ from typing import Any
 from config.models import BotConfig
 from handlers.context import Asker, Context
 from services.cluster import Cluster
+from services.db_url import database_url
 from services.ssh import NodePool
 from services.store import Store
 
@@ -39,11 +40,16 @@ class Runtime:
 
 
 def open_store(config: BotConfig) -> Store:
-    """The state store (SQLite in the state directory unless ``[state] url`` names another database)."""
+    """The state store (SQLite in the state directory unless ``[state] url`` names another database).
+
+    A PostgreSQL password comes from ``$INFERBOT_DB_PASSWORD`` / ``$INFERBOT_DB_PASSWORD_FILE`` only
+    (``services.db_url.DatabaseUrlError``: one line, e.g. for a password written into the config).
+    """
     url = config.state.database_url()
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(url.removeprefix("sqlite:///")) or ".", exist_ok=True)
-    return Store(url)
+        return Store(url)
+    return Store(database_url(url, os.environ))
 
 
 @contextlib.asynccontextmanager

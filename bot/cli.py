@@ -20,6 +20,8 @@ from config.loader import ConfigError, load_config
 from config.models import BotConfig
 from handlers.context import Asker
 from handlers.reply import Reply
+from services.db_url import DatabaseUrlError
+from services.migrate import SchemaError
 from services.redact import redact_patterns
 
 EXIT_OK = 0
@@ -192,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return asyncio.run(_run(args))
-    except UsageError as e:
+    except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
         print(f"inferbot: {e}", file=sys.stderr)
         if as_json:
             print(json.dumps({"ok": False, "error": str(e)}))

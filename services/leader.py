@@ -146,6 +146,7 @@ class PgLeader:
         self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         self._leading = False
         self._task: asyncio.Task[None] | None = None
+        self._abandoned: set[asyncio.Task[object]] = set()
         self._on_elected: Callback | None = None
         self._on_lost: Callback | None = None
         self.elected_at: float | None = None  # time.time() of the last election (bench, diagnostics)
@@ -185,15 +186,39 @@ class PgLeader:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.close(), 2)
 
+    async def _query(self, sql: str, *params: object) -> object:
+        """One query on the lock session, bounded by ``ping_timeout_s``.
+
+        Not ``wait_for``: cancelling a psycopg query sends a cancel request over a new connection, which
+        hangs in a partition. A query still running at the timeout is left behind with its connection.
+        """
+        assert self._conn is not None
+        conn = self._conn
+
+        async def run() -> object:
+            cur = await conn.execute(sql, params or None)
+            row = await cur.fetchone()
+            return None if row is None else row[0]
+
+        task = asyncio.get_running_loop().create_task(run())
+        done, _ = await asyncio.wait({task}, timeout=self.ping_timeout_s)
+        if not done:
+            self._abandoned.add(task)
+            task.add_done_callback(self._abandoned.discard)
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: no warning
+            self._conn = None  # never used again; closing it could hang as well
+            raise TimeoutError(f"the lock session did not answer within {self.ping_timeout_s:g} s")
+        return task.result()
+
     async def _step_down(self, why: str) -> None:
         was = self._leading
         self._leading = False  # fencing first: nothing may schedule from here on
-        await self._close()
         if was:
             log.warning("leadership lost (%s): scheduling stopped", why,
                         extra={"event": "leader", "role": "standby", "replica": self._replica, "why": why})
             if self._on_lost is not None:
                 await self._on_lost()
+        await self._close()
 
     async def _run(self) -> None:
         while True:
@@ -211,11 +236,7 @@ class PgLeader:
                 await asyncio.sleep(self.poll_s)
 
     async def _campaign(self) -> None:
-        assert self._conn is not None
-        cur = await asyncio.wait_for(self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)),
-                                     self.ping_timeout_s)
-        row = await cur.fetchone()
-        if row is None or row[0] is not True:
+        if await self._query("SELECT pg_try_advisory_lock(%s)", self._key) is not True:
             await asyncio.sleep(self.poll_s)
             return
         self._leading = True
@@ -229,7 +250,7 @@ class PgLeader:
         # Waiting for notifications reads the socket: a terminated session fails here at once.
         async for _ in self._conn.notifies(timeout=self.poll_s):
             pass
-        await asyncio.wait_for(self._conn.execute("SELECT 1"), self.ping_timeout_s)
+        await self._query("SELECT 1")
 
 
 @dataclass(frozen=True)

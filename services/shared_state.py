@@ -77,7 +77,9 @@ def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bo
         stmt = postgresql.insert(table).values(**values).on_conflict_do_nothing()
     else:
         stmt = sqlite.insert(table).values(**values).on_conflict_do_nothing()
-    return conn.execute(stmt).rowcount == 1
+    # RETURNING rather than rowcount: psycopg reports -1 for an INSERT … ON CONFLICT through SQLAlchemy.
+    pk = next(iter(table.primary_key.columns))
+    return conn.execute(stmt.returning(pk)).first() is not None
 
 
 async def claim_event(store: Store, event_id: str, now: datetime) -> bool:

@@ -706,6 +706,16 @@ class Store:
         assert self.schema_version is not None
         return self.schema_version
 
+    async def schema_status(self) -> tuple[str | None, str]:
+        """(the database's schema version or None, the newest this code knows), upgrading nothing."""
+        from services.migrate import current_version, head_version
+
+        def status() -> tuple[str | None, str]:
+            with self._engine.connect() as conn:
+                return current_version(conn), head_version()
+
+        return await self._run(status)
+
     async def run_write(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(conn)`` in a write transaction (``BEGIN IMMEDIATE`` on SQLite) in a worker thread."""
         def write() -> T:
