@@ -89,7 +89,7 @@ class BotScheduler:
         if self._watch:
             self.add_watches()
         self._sched.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile",
-                            replace_existing=True)
+                            replace_existing=True, next_run_time=datetime.now(UTC))  # first act: catch up
 
     async def _lost(self) -> None:
         # Fencing: stop scheduling at once; the jobs stay in the store for the next leader.
