@@ -176,6 +176,17 @@ async def test_two_replicas_exactly_once_through_a_leader_kill(make_cluster: Mak
                         if "kimi on gpu-a:" in str(c.body.get("text", ""))]
 
             await until(lambda: progress(), 30, "the progress message")
+            # Mid-load, not mid-command: the winner has run the restart and written it to the audit log.
+            # (The follow is on record before the command runs, so the leader may already be following.)
+            watcher = Store(pg_server.url(db))
+            try:
+                for _ in range(300):
+                    if "restart.executed" in [e.event for e in await watcher.recent_audit(limit=50)]:
+                        break
+                    await asyncio.sleep(0.1)
+            finally:
+                await watcher.close()
+            assert sim.state(KIMI_UNIT).sim_state == "loading", sim.state(KIMI_UNIT)
             assert not any("is ready" in t for t in texts(fake, NOTIFY))
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait(10)

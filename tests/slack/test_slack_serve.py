@@ -126,6 +126,7 @@ async def test_serve_socket_mode_end_to_end_without_secrets_in_logs(tmp_path, mo
     stop.set()
     assert await asyncio.wait_for(task, 5) == 0
     assert (tmp_path / "state" / "heartbeat").exists()
+    assert (tmp_path / "state" / "heartbeat").read_text().split()[1:] == ["leader"]  # SQLite: the sole leader
     json_logs, raw = json_logs
     text = "\n".join(json_logs)
     assert not [r for r in raw if "SecretBotTokenValue" in r or "SecretAppTokenValue" in r]
