@@ -94,8 +94,8 @@ class SoleLeader:
 
     @property
     def role(self) -> Role:
-        """``leader`` once started."""
-        return "leader" if self._leading else "standby"
+        """Always ``leader``: nobody else can be."""
+        return "leader"
 
     @property
     def replica(self) -> str:

@@ -231,7 +231,7 @@ async def test_sqlite_is_always_the_leader() -> None:
     await c.start()
     assert c.leader.role == "leader" and len(c.elected) == 1
     await c.leader.stop()
-    assert c.leader.role == "standby" and len(c.lost) == 1
+    assert len(c.lost) == 1  # the scheduler was told to stop
 
 
 @pytest.fixture
