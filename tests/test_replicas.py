@@ -367,3 +367,54 @@ async def test_store_connects_with_the_password_from_the_environment(pg_server: 
     assert rt.store is not None
     await rt.store.close()
     await pool.close()
+
+
+async def test_the_leader_picks_up_follows_others_started_and_fences_its_scheduler(pg_server: PgServer,
+                                                                                   pg_db: str) -> None:
+    from bot.app import Runtime
+    from bot.scheduler import BotScheduler
+    from handlers.notify import RecordingNotifier
+    from services.cluster import Cluster
+    from services.ssh import NodePool
+
+    url = pg_server.url(pg_db)
+    cfg = BotConfig(state=StateSettings(url=url))
+    pool = NodePool()
+    rt = Runtime(config=cfg, pool=pool, cluster=Cluster(cfg, pool), store=Store(url))
+    sched = BotScheduler(rt, RecordingNotifier(), poll_s=0.2)  # one scheduler per process (bot.jobs)
+    other = Campaign(PgLeader(make_url(url), replica="other:2", poll_s=0.2))  # another replica's campaign
+    standby_store = Store(url)  # what another replica's handlers write
+    try:
+        await sched.start(watch=False, leadership=PgLeader(make_url(url), replica="r0:1", poll_s=0.2))
+        await until(lambda: sched.leading, 10, "the scheduler to lead")
+        await other.start()
+        await asyncio.sleep(0.6)
+        assert not other.elected
+        # another replica recorded a follow (a restart confirmed there, where nothing is scheduled)...
+        await standby_store.upsert_follow("gone@gpu-z", "gone", "gpu-z", "u.service", None, NOW, "unplanned")
+
+        async def finished() -> bool:
+            f = await standby_store.get_follow("gone@gpu-z")
+            return f is not None and f.outcome == "gone"
+
+        # ...and the leader's reconcile picks it up and runs it (the service is not in the config: "gone")
+        for _ in range(100):
+            if await finished():
+                break
+            await asyncio.sleep(0.1)
+        assert await finished()
+        assert "reconcile" in sched.job_ids()
+        # fencing: the leader's lock session is killed; its scheduler stops before the other replica leads
+        pg_server.terminate(pg_db, "inferbot-leader:r0:1")
+        await until(lambda: not sched.leading, 5, "the old leader's scheduler to stop")
+        await until(lambda: other.elected, 15, "the other replica to lead")
+        assert not sched.leading and sched.leadership.role == "standby"
+        sched.follow("x@y")  # a standby schedules nothing
+        assert not sched.leading
+    finally:
+        await sched.shutdown()
+        await other.leader.stop()
+        await standby_store.close()
+        assert rt.store is not None
+        await rt.store.close()
+        await pool.close()
