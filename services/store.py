@@ -599,8 +599,12 @@ class Store:
     def _make_engine(self) -> Engine:
         if not self._sqlite:
             # pre-ping: a connection the server (or a failover) dropped is replaced, not handed out.
+            # keepalives / tcp_user_timeout: a query to a database that went silent (partition) fails
+            # within ~10 s instead of holding a worker thread for the kernel's retransmission timeout.
             return create_engine(self._url_obj, pool_pre_ping=True, pool_size=8, max_overflow=16,
-                                 connect_args={"connect_timeout": 5, "application_name": "inferbot"})
+                                 connect_args={"connect_timeout": 5, "application_name": "inferbot",
+                                               "keepalives": 1, "keepalives_idle": 4, "keepalives_interval": 2,
+                                               "keepalives_count": 2, "tcp_user_timeout": 8000})
         connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": self._busy_timeout_s}
         if self._memory:
             engine = create_engine(self._url, connect_args=connect_args, poolclass=StaticPool)
