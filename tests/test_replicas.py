@@ -278,6 +278,8 @@ class Partition:
         self.cut = False
         self._server: asyncio.Server | None = None
         self._upstreams: list[asyncio.StreamWriter] = []
+        self._clients: list[asyncio.StreamWriter] = []
+        self._closed = asyncio.Event()
         self.listen_port = 0
 
     async def start(self) -> Partition:
@@ -286,6 +288,7 @@ class Partition:
         return self
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._clients.append(writer)
         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.port)
         self._upstreams.append(up_w)
 
@@ -299,7 +302,7 @@ class Partition:
 
         await asyncio.gather(pump(reader, up_w), pump(up_r, writer))
         if self.cut:
-            await asyncio.sleep(3600)  # silence towards the replica, never a reset
+            await self._closed.wait()  # silence towards the replica, never a reset (until the test ends)
         writer.close()
 
     def partition(self) -> None:
@@ -308,6 +311,9 @@ class Partition:
             w.close()
 
     async def stop(self) -> None:
+        self._closed.set()
+        for w in self._clients:
+            w.close()
         if self._server is not None:
             self._server.close()
 
