@@ -25,7 +25,7 @@ from handlers.status import progress_bar
 from services.assemble import expected_model
 from services.models import ServiceState
 from services.probe import ProbeOptions
-from services.shared_state import claim_progress_edit, forget_progress, release_progress_edit
+from services.shared_state import audited, claim_progress_edit, forget_progress, release_progress_edit
 from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 
 log = logging.getLogger("inferbot.follow")
@@ -427,6 +427,10 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
     """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
     store = _store(ctx)
     await _restart_over(store, f, outcome, now)
+    if f.request_id and f.reason == "restart" and not await audited(store, "restart.executed", f.request_id):
+        # The replica that ran the command died before writing it down; this load is its proof.
+        await record(ctx, "restart.executed", f.service, f.node, "recorded when the load ended: the bot that ran "
+                     "the restart stopped before writing it down", request_id=f.request_id, who="inferbot")
     await record(ctx, f"load.{outcome}", f.service, f.node, line, request_id=f.request_id,
                  who="inferbot", where=ctx.config.notify.channel or "inferbot")
     fresh = await store.get_follow(f.key)

@@ -21,11 +21,12 @@ from sqlalchemy import JSON, Column, Connection, Float, Index, MetaData, String,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-from services.store import Store, UTCDateTime
+from services.store import Store, UTCDateTime, audit_log
 
 __all__ = [
     "EVENT_TTL_S",
     "RateVerdict",
+    "audited",
     "claim_event",
     "claim_progress_edit",
     "forget_progress",
@@ -158,6 +159,17 @@ async def release_progress_edit(store: Store, key: str) -> None:
         conn.execute(update(progress_pacing).where(progress_pacing.c.follow_key == key).values(edited_at=_EPOCH))
 
     await store.run_write(release)
+
+
+async def audited(store: Store, event: str, request_id: str) -> bool:
+    """True when the audit log has ``event`` for restart request ``request_id``."""
+
+    def find(conn: Connection) -> bool:
+        return conn.execute(select(audit_log.c.id).where(audit_log.c.event == event,
+                                                         audit_log.c.request_id == request_id).limit(1)).first() \
+            is not None
+
+    return await store.run_read(find)
 
 
 async def forget_progress(store: Store, key: str) -> None:

@@ -424,3 +424,30 @@ async def test_the_leader_picks_up_follows_others_started_and_fences_its_schedul
         assert rt.store is not None
         await rt.store.close()
         await pool.close()
+
+
+async def test_a_restart_whose_runner_died_before_auditing_it_is_audited_once(make_cluster: object) -> None:
+    """The replica that ran the restart command died before writing ``restart.executed``: whoever finishes
+    following the load writes it, once."""
+    from sqlalchemy import delete
+
+    from handlers.notify import RecordingNotifier
+    from services.store import audit_log
+    from tests.test_restart import bot, kimi_cluster, ready_in_both, request, set_profile
+    from tests.test_restart import until as test_restart_until
+
+    cluster = await kimi_cluster(make_cluster)  # type: ignore[arg-type]
+    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.02)
+    notifier = RecordingNotifier()
+    async with bot(cluster.config, notifier=notifier) as b:
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        store = b.rt.store
+        assert store is not None
+        # what a replica killed between running the command and auditing it leaves behind
+        await store.run_write(lambda c: c.execute(delete(audit_log).where(audit_log.c.event == "restart.executed")))
+        await test_restart_until(ready_in_both(b), 60, "ready")
+        await asyncio.sleep(0.5)
+        executed = [e for e in await store.recent_audit(limit=50) if e.event == "restart.executed"]
+    assert len(executed) == 1 and executed[0].request_id == rid and "stopped before writing it down" in \
+        executed[0].detail
