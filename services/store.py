@@ -76,6 +76,7 @@ __all__ = [
     "RequestState",
     "RestartRecord",
     "RestartRequest",
+    "SmokeCheck",
     "Snapshot",
     "Store",
     "WatchState",
@@ -250,6 +251,18 @@ class Notice(_Record):
     claimed_at: datetime
     sent_at: datetime | None = None
     ts: str | None = None
+
+
+class SmokeCheck(_Record):
+    """The smoke completion of one load: ok (with the time to the first token), failed or skipped."""
+
+    service: str
+    node: str
+    invocation_id: str
+    outcome: str
+    ttft_s: float | None = None
+    detail: str = ""
+    at: datetime
 
 
 class WatchState(_Record):
@@ -505,6 +518,19 @@ load_phases = Table(
     Column("invocation_id", String(200), primary_key=True),
     Column("phase", String(40), primary_key=True),
     Column("first_seen_at", UTCDateTime, nullable=False),
+)
+
+smoke_checks = Table(
+    # The smoke completion of one load (issue 14): its outcome decides the ✅, and a bot started again
+    # rebuilds the notice from it. The first result recorded for a load wins.
+    "inferbot_smoke_checks", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("invocation_id", String(200), primary_key=True),
+    Column("outcome", String(20), nullable=False),
+    Column("ttft_s", Float),
+    Column("detail", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
 )
 
 
@@ -1505,6 +1531,30 @@ class Store:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+
+    # ---- smoke completions (issue 14) ------------------------------------------------------------
+
+    async def record_smoke(self, service: str, node: str, invocation_id: str, outcome: str, ttft_s: float | None,
+                           detail: str, at: datetime) -> SmokeCheck:
+        """Record the smoke completion of one load (``detail`` already redacted); the first record wins."""
+        values = {"service": service, "node": node, "invocation_id": invocation_id, "outcome": outcome,
+                  "ttft_s": ttft_s, "detail": detail, "at": _aware(at, "at")}
+        await self._run(self._insert_once, smoke_checks, values)
+        found = await self.get_smoke(service, node, invocation_id)
+        assert found is not None
+        return found
+
+    async def get_smoke(self, service: str, node: str, invocation_id: str) -> SmokeCheck | None:
+        """The smoke completion recorded for one load, if any."""
+        return await self._run(self._get_smoke, service, node, invocation_id)
+
+    def _get_smoke(self, service: str, node: str, invocation_id: str) -> SmokeCheck | None:
+        c = smoke_checks.c
+        with self._read() as conn:
+            row = conn.execute(select(smoke_checks).where(c.service == service, c.node == node,
+                                                          c.invocation_id == invocation_id)).first()
+        return None if row is None else SmokeCheck.model_validate(_row(row))
 
 
 def _retry_locked(fn: Callable[[], object], timeout_s: float) -> None:

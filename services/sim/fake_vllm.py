@@ -61,6 +61,8 @@ class Profile:
     gpu_total_mib: int
     gpu_uuids: list[str]
     served_max_model_len: int | None
+    completion_fail: bool
+    completion_hang: bool
 
     def __init__(self, data: dict[str, Any]) -> None:
         missing = set(type(self).__annotations__) - set(data)
@@ -580,6 +582,8 @@ class FakeVllm:
             return web.json_response({"error": "Unauthorized"}, status=401)
         if self.engine_dead:
             return web.json_response({"error": "EngineCore encountered an issue."}, status=500)
+        if request.path == "/v1/completions":
+            return await self.h_text_complete(request)
         self.prompt_tokens += 20
         self.gen_tokens += 16
         self.requests_ok += 1
@@ -587,6 +591,37 @@ class FakeVllm:
                                   "model": self.name, "choices": [{"index": 0, "finish_reason": "length",
                                   "message": {"role": "assistant", "content": "simulated " * 16}}],
                                   "usage": {"prompt_tokens": 20, "completion_tokens": 16, "total_tokens": 36}})
+
+    async def h_text_complete(self, request: Any) -> Any:
+        """``/v1/completions`` in vLLM's shape; the profile can make it fail (500) or hang."""
+        from aiohttp import web
+
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        if self.p.completion_hang:
+            await asyncio.sleep(3600)
+        if self.p.completion_fail:
+            self.log(time.time(), "api", "Error in completion: CUDA error: an illegal memory access was encountered",
+                     level="ERROR", src="serving_completion.py:312")
+            return web.json_response({"error": {
+                "message": "CUDA error: an illegal memory access was encountered", "type": "InternalServerError",
+                "param": None, "code": 500}}, status=500)
+        if body.get("model") not in (self.sa.served or [self.sa.model]):
+            return web.json_response({"error": {
+                "message": f"The model `{body.get('model')}` does not exist.", "type": "NotFoundError",
+                "param": "model", "code": 404}}, status=404)
+        n = max(1, min(int(body.get("max_tokens") or 16), 4096))
+        await asyncio.sleep(0.04 + 0.002 * n)  # prefill, then each token: benchmarks measure a real rate
+        self.prompt_tokens += 20
+        self.gen_tokens += n
+        self.requests_ok += 1
+        return web.json_response({"id": f"cmpl-{os.urandom(8).hex()}", "object": "text_completion",
+                                  "created": int(time.time()), "model": body.get("model"),
+                                  "choices": [{"index": 0, "text": " simulated" * n, "logprobs": None,
+                                               "finish_reason": "length", "stop_reason": None}],
+                                  "usage": {"prompt_tokens": 20, "completion_tokens": n, "total_tokens": 20 + n}})
 
     async def h_metrics(self, request: Any) -> Any:
         from aiohttp import web
