@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from handlers.bench_run import expire_bench_request, is_bench_request
 from handlers.context import Asker, Context
 from handlers.follow import poll_follow, watch_node
 from handlers.notify import Notifier
@@ -82,5 +83,8 @@ async def expire_request_job(request_id: str) -> None:
     """Expire a restart request nobody confirmed, and rewrite its message."""
     live = current()
     if live is None:
+        return
+    if is_bench_request(request_id):  # issue 14: a `bench` request shares the request table
+        await expire_bench_request(_context(live), request_id, live.notifier)
         return
     await expire_request(_context(live), request_id, live.notifier)

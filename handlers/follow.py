@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from config.models import Service
+from handlers.acceptance import after_ready
 from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration, remaining
 from handlers.context import Context
@@ -401,6 +402,12 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         elif await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
             pending = True
     line = str(notice.data.get("notice", notice.title))
+    if not pending and outcome == "ready" and notifier is not None:  # issue 14: the acceptance benchmark
+
+        async def post(place: str, channel: str, thread: str | None, reply: Reply) -> str | None:
+            return await post_once(store, key, place, notifier, channel, thread, reply, now)
+
+        pending = not await after_ready(ctx, service, f, _places(ctx, f), post)
     if pending:
         return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
     if await store.finish_follow(key, outcome, at=now):
