@@ -41,7 +41,7 @@ def what_runs(service: Service) -> str:
 
 
 def bench_reply(service: Service, outcome: BenchOutcome) -> Reply:
-    """The benchmark notice: 📊 the numbers, ⚠️ a regression beyond ``regression_pct``, or ❌ why it failed."""
+    """The benchmark notice: ✅ the numbers, ⚠️ a regression beyond ``regression_pct``, or ❌ why it failed."""
     who = f"{service.name} on {service.node}"
     pct = service.acceptance.regression_pct
     judged = verdict(outcome, pct)
@@ -52,7 +52,7 @@ def bench_reply(service: Service, outcome: BenchOutcome) -> Reply:
         body = f"{who} benchmark regression: {summary_line(outcome)} (more than {pct:g} % down)"
         emoji, status = "⚠️", "warn"
     else:
-        body, emoji, status = f"{who} benchmark: {summary_line(outcome)}", "📊", "ok"
+        body, emoji, status = f"{who} benchmark: {summary_line(outcome)}", "✅", "ok"
     levels = {}
     for name, level in (("single_stream", outcome.single), ("peak", outcome.peak)):
         if level is not None:

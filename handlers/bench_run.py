@@ -85,9 +85,13 @@ async def _state_refusal(ctx: Context, service: Service) -> str | None:
 async def handle(ctx: Context, req: Request) -> Reply:
     """"bench kimi": check, then ask for a confirmation with the restart's buttons."""
     names = sorted({f"{s.name}@{s.node}" for s in req.services})
-    if len(req.services) != 1:
+    if len(req.services) != 1 or not req.explicit_target:
+        known = ", ".join(sorted({s.name for s in ctx.config.services})) or "none"
         text = ("refused: name exactly one service to benchmark, e.g. `bench kimi` "
-                f"(you named {', '.join(names) or 'none'})")
+                f"(you named {', '.join(names) or 'none'}; known: {known})")
+        if len(req.services) > 1 and len({s.name for s in req.services}) == 1:
+            text = (f"refused: {req.services[0].name} runs on {', '.join(s.node for s in req.services)}; "
+                    f"say which: `bench {req.services[0].name} on {req.services[0].node}`")
         return _refusal("Benchmark refused", text, {"services": names})
     service = req.services[0]
     base = {"service": service.name, "node": service.node}

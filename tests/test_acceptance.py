@@ -87,7 +87,7 @@ async def test_after_ready_benchmark_is_posted_once_per_place_against_the_previo
         for where in ((OPS, THREAD), (NOTIFY, None)):
             texts = bench_notices(b, *where)
             assert len(texts) == 1, texts
-            assert re.fullmatch(r"📊 kimi on gpu-a benchmark: [\d,.]+ tok/s single-stream, \+[\d,.]+ % vs 2026-02-21; "
+            assert re.fullmatch(r"✅ kimi on gpu-a benchmark: [\d,.]+ tok/s single-stream, \+[\d,.]+ % vs 2026-02-21; "
                                 r"[\d,.]+ tok/s peak, \+[\d,.]+ %", texts[0]), texts[0]
             ready = [t for t in b.notifier.texts(*where) if "is ready" in t]
             assert len(ready) == 1
@@ -129,7 +129,7 @@ async def test_benchmark_notice_survives_a_bot_restart(make_cluster: MakeCluster
         for channel, thread in ((OPS, THREAD), (NOTIFY, None)):
             posted = [p.text for p in slack.posts if p.channel == channel and p.thread_ts == thread
                       and "benchmark" in p.text]
-            assert len(posted) == 1 and posted[0].startswith("📊 kimi on gpu-a benchmark: "), posted
+            assert len(posted) == 1 and posted[0].startswith("✅ kimi on gpu-a benchmark: "), posted
         assert [c for c in second.commands if "bench serve" in c] == []  # not run again
     assert len(first_runs) == 1
 
@@ -165,7 +165,7 @@ async def test_bench_on_demand_is_guarded_and_confirmed(make_cluster: MakeCluste
         again = await bench_action(b.ctx(ALICE, OPS, None), "restart_confirm", rid)
         assert again.ephemeral and "already" in again.ephemeral and not again.executed
         texts = bench_notices(b, OPS, THREAD)
-        assert len(texts) == 1 and re.match(r"📊 kimi on gpu-a benchmark: [\d,.]+ tok/s single-stream, \+", texts[0])
+        assert len(texts) == 1 and re.match(r"✅ kimi on gpu-a benchmark: [\d,.]+ tok/s single-stream, \+", texts[0])
         assert len([c for c in b.commands if "bench serve" in c]) == 1
         req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "done"
