@@ -208,3 +208,24 @@ def test_error_text_is_redacted() -> None:
     body = '{"error": {"message": "bad header Bearer ' + KIMI_API_KEY + '", "type": "BadRequestError"}}'
     r = parse_smoke_output(_out(0, body, "400 0.1"), True, 30, Redactor([KIMI_API_KEY]))
     assert KIMI_API_KEY not in r.detail and "[redacted]" in r.detail
+
+
+async def test_failed_completion_notice_survives_a_bot_restart_with_vllms_error(
+        make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = await smoke_cluster(make_cluster, monkeypatch=monkeypatch)
+    set_profile(cluster.sims["gpu-a"], completion_fail=True)
+    slack = FlakyNotifier(fail_word="failed —", failures=10_000)  # down for the first process
+    async with bot(cluster.config, notifier=slack) as first:
+        rid = await request(first)
+        assert (await first.click("restart_confirm", rid)).executed
+        await until(lambda: slack.failures >= 2, 45, "a failed post of the ❌")
+    slack.left = 0
+    async with bot(cluster.config, notifier=slack) as second:
+        await until(lambda: len([p for p in slack.posts if "failed —" in p.text]) >= 2, 30, "the ❌ notices")
+        await asyncio.sleep(0.5)
+        for channel, thread in ((OPS, THREAD), (NOTIFY, None)):
+            posted = [p.text for p in slack.posts if p.channel == channel and p.thread_ts == thread
+                      and "failed —" in p.text]
+            assert posted == ["❌ kimi on gpu-a failed — the smoke completion failed: HTTP 500 — "
+                              "InternalServerError: CUDA error: an illegal memory access was encountered"], posted
+        assert completions_sent(second.commands) == []
