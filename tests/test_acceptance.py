@@ -247,3 +247,28 @@ def test_parse_failures_say_why_redacted() -> None:
     assert not failed.ok and failed.error.startswith("vllm bench serve at concurrency 1 failed: ValueError: Initial")
     assert KIMI_API_KEY not in failed.error
     assert parse_bench_output("", plan, Redactor()).error == "the benchmark did not run on the node (no answer)"
+
+
+async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: MakeCluster,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from handlers.bench_run import expire_bench_request
+
+    cluster = await bench_cluster(make_cluster, monkeypatch, bench=False)
+    async with bot(cluster.config) as b:
+        first = await b.ask("bench kimi", user=ALICE)
+        rid = str(first.data["request_id"])
+        cancelled = await bench_action(b.ctx(BOB, OPS, None), "restart_cancel", rid)
+        assert cancelled.message is not None and cancelled.message.title == "Cancelled"
+        assert "Cancelled by <@U0BOB>" in str(cancelled.message.data["notice"])
+        late = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid)
+        assert late.ephemeral == "refused: this request is cancelled" and not late.executed
+        second = await b.ask("bench kimi", user=ALICE)
+        rid2 = str(second.data["request_id"])
+        assert await expire_bench_request(b.ctx(None, None, None), rid2, b.notifier)
+        expired = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid2)
+        assert expired.ephemeral == "refused: this request is expired"
+        assert [c for c in b.commands if "bench serve" in c] == []
+        events = [e.event for e in await b.rt.store.recent_audit("kimi", 50)]  # type: ignore[union-attr]
+        assert "bench.cancelled" in events and "bench.expired" in events
+        everyone = await b.ask("bench", user=ALICE)
+        assert not everyone.ok and "name exactly one service" in str(everyone.error)
