@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from config.models import Service
-from handlers.acceptance import PLAN_PROBE, run_bench, what_runs
+from handlers.acceptance import PLAN_PROBE, STALE_MARGIN_S, run_bench, what_runs
 from handlers.audit import record
 from handlers.context import Context, Request
 from handlers.follow import hhmm, lock_name, post_once
@@ -270,3 +270,47 @@ async def expire_bench_request(ctx: Context, request_id: str, notifier: Notifier
         except Exception:  # the state is right; only the rewrite failed
             pass
     return True
+
+
+SETTLE_AGAIN_S = 60.0
+
+
+async def settle_bench_request(ctx: Context, request_id: str, notifier: Notifier | None) -> datetime | None:
+    """A benchmark request left confirmed or running by a process that stopped: finish it once.
+
+    Its result, when the run ended, is posted (once per place) and the request closed; a run that can no
+    longer be going is ended as interrupted and said so. Returns when to look again (None: settled).
+    """
+    store = _store(ctx)
+    req = await store.get_request(request_id)
+    if req is None or req.state not in ("confirmed", "running"):
+        return None
+    now = ctx.now()
+    service = ctx.config.service(req.service, req.node)
+    run = await store.get_bench_run(req.id)
+    if service is None or run is None:
+        # Confirmed but never claimed: the confirming process stopped before it started (give it a while).
+        node_timeout = ctx.config.node(req.node).timeout if service is not None else 0.0
+        since = req.state_at or req.created_at
+        due = since + timedelta(seconds=SETTLE_AGAIN_S + 2 * node_timeout)
+        if now < due:
+            return due
+        if await store.transition_request(req.id, {"confirmed", "running"}, "failed", None, now):
+            await record(ctx, "bench.interrupted", req.service, req.node, "the benchmark never started",
+                         request_id=req.id, who="inferbot")
+        await store.release_lock(bench_lock(req.service, req.node), req.id)
+        return None
+    if run.state == "running":
+        limit = service.acceptance.timeout + ctx.config.node(service.node).timeout + STALE_MARGIN_S
+        due = run.started_at + timedelta(seconds=limit)
+        if now < due:
+            return due
+    reply = await run_bench(ctx, service, req.id)  # the stored result, or "interrupted" for a stale run
+    if reply is None:
+        return now + timedelta(seconds=SETTLE_AGAIN_S)
+    await _post(ctx, req, reply, notifier)
+    failed = reply.data.get("verdict") == "failed"
+    await store.transition_request(req.id, {"confirmed", "running"} if failed else {"running"},
+                                   "failed" if failed else "done", None, now)
+    await store.release_lock(bench_lock(req.service, req.node), req.id)
+    return None

@@ -272,3 +272,40 @@ async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: Mak
         assert "bench.cancelled" in events and "bench.expired" in events
         everyone = await b.ask("bench", user=ALICE)
         assert not everyone.ok and "name exactly one service" in str(everyone.error)
+
+
+async def test_bench_left_by_a_stopped_bot_is_finished_once(make_cluster: MakeCluster,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bot that stopped mid-benchmark: the next one posts the result it had, or says it was interrupted."""
+    from datetime import UTC, datetime, timedelta
+
+    from config.models import BotConfig
+    from services.store import Store
+
+    cluster = await bench_cluster(make_cluster, monkeypatch, bench=False)
+    store = Store(BotConfig.model_validate(cluster.config.model_dump()).state.database_url())
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    done_text = "✅ kimi on gpu-a benchmark: 80.0 tok/s single-stream, first run with these settings; " \
+                "1,500 tok/s peak (concurrency 4)"
+    for rid, finished in (("b-000000000001", False), ("b-000000000002", True)):
+        await store.create_request(rid, "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, THREAD, long_ago,
+                                   long_ago + timedelta(minutes=2), False)
+        await store.transition_request(rid, {"pending"}, "confirmed", BOB, long_ago)
+        await store.transition_request(rid, {"confirmed"}, "running", BOB, long_ago)
+        await store.claim_bench_run(rid, "kimi", "gpu-a", long_ago)
+        if finished:  # it ended, but the process stopped before posting
+            await store.finish_bench_run(rid, "done", done_text, "ok", {"verdict": "ok"}, long_ago)
+    await store.close()
+    async with bot(cluster.config) as b:
+        await until(lambda: len(bench_notices(b, NOTIFY)) >= 2, 20, "the two settled benchmarks")
+        await asyncio.sleep(0.5)
+        assert sorted(bench_notices(b, NOTIFY)) == sorted([
+            done_text, "❌ kimi on gpu-a benchmark interrupted — the bot stopped while it ran"])
+        assert len(bench_notices(b, OPS, THREAD)) == 2
+        states = {rid: (await b.rt.store.get_request(rid)).state  # type: ignore[union-attr]
+                  for rid in ("b-000000000001", "b-000000000002")}
+        assert states == {"b-000000000001": "failed", "b-000000000002": "done"}
+        assert [c for c in b.commands if "bench serve" in c] == []
+    async with bot(cluster.config) as again:  # nothing left to do: nothing posted twice
+        await asyncio.sleep(1.0)
+        assert bench_notices(again, NOTIFY) == []
