@@ -150,4 +150,9 @@ async def run_smoke(pool: NodePool, node: Node, service: Service, url: str | Non
                                 stdin=(key or "") + "\n")
     except NodeUnreachable as e:
         return SmokeResult(outcome="unreachable", detail=redactor.text(e.error.reason))
-    return parse_smoke_output(result.stdout, key is not None, timeout, redactor)
+    found = parse_smoke_output(result.stdout, key is not None, timeout, redactor)
+    if found.outcome == "skipped" and found.status == 401 and service.api_key_env:
+        # Configured, but the variable is empty or unset in the bot's environment: say which one.
+        found = found.model_copy(update={
+            "detail": f"the server requires an API key and ${service.api_key_env} is not set for the bot"})
+    return found

@@ -229,3 +229,15 @@ async def test_failed_completion_notice_survives_a_bot_restart_with_vllms_error(
             assert posted == ["❌ kimi on gpu-a failed — the smoke completion failed: HTTP 500 — "
                               "InternalServerError: CUDA error: an illegal memory access was encountered"], posted
         assert completions_sent(second.commands) == []
+
+
+async def test_key_variable_configured_but_unset_is_named(make_cluster: MakeCluster,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = await smoke_cluster(make_cluster, monkeypatch=monkeypatch)
+    monkeypatch.delenv(KEY_ENV)
+    async with bot(cluster.config) as b:
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(lambda: bool(notices(b, "is ready", NOTIFY)), 45, "the ready notice")
+        assert notices(b, "is ready", NOTIFY)[0].endswith(
+            f", smoke test skipped: the server requires an API key and ${KEY_ENV} is not set for the bot")
