@@ -127,6 +127,18 @@ COMMANDS: tuple[Command, ...] = (
         confirm=True,
         args=("force",),
     ),
+    # Issue 14: "bench kimi" runs the acceptance benchmark (a request, not a question about results).
+    Command(
+        name="bench",
+        summary="run the acceptance benchmark on a service (guarded like a restart: allowed people, a confirmation)",
+        examples=("bench kimi", "run a benchmark on kimi"),
+        patterns=_p(r"^(?:please\s+)?(?:bench|run\s+(?:a\s+|an\s+|the\s+)?(?:acceptance\s+)?bench(?:mark)?)\b"
+                    r"(?!.*\b(?:chart|graph|plot|results?|numbers?|history)\b)"),
+        keywords=("bench",),
+        handler_path="handlers.bench_run:handle",
+        restricted=True,
+        confirm=True,
+    ),
     # --- charts (issue 13): before "throughput", whose words (throughput, bench) they contain ---------
     Command(
         name="chart_loads",

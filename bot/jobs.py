@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from handlers.bench_run import expire_bench_request, is_bench_request, settle_bench_request
 from handlers.context import Asker, Context
 from handlers.follow import poll_follow, watch_node
 from handlers.notify import Notifier
@@ -101,6 +102,9 @@ async def expire_request_job(request_id: str) -> None:
     live = _leading()
     if live is None:
         return
+    if is_bench_request(request_id):  # issue 14: a `bench` request shares the request table
+        await expire_bench_request(_context(live), request_id, live.notifier)
+        return
     await expire_request(_context(live), request_id, live.notifier)
 
 
@@ -109,3 +113,13 @@ async def reconcile_job() -> None:
     live = _leading()
     if live is not None and live.scheduler is not None:
         await live.scheduler.reconcile()
+
+
+async def settle_bench_job(request_id: str) -> None:
+    """Finish a benchmark request a stopped process left confirmed or running (issue 14)."""
+    live = _leading()
+    if live is None:
+        return
+    due = await settle_bench_request(_context(live), request_id, live.notifier)
+    if due is not None and live.scheduler is not None:
+        live.scheduler.settle_bench(request_id, due)

@@ -24,6 +24,7 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import jobs
+from handlers.bench_run import is_bench_request
 from handlers.notify import Notifier
 from services.leader import Leadership, SoleLeader
 from services.store import JOBSTORE_TABLE
@@ -129,6 +130,11 @@ class BotScheduler:
         self._sched.add_job(jobs.expire_request_job, "date", run_date=at, id=f"expire:{request_id}",
                             args=[request_id], replace_existing=True)
 
+    def settle_bench(self, request_id: str, at: datetime) -> None:
+        """Finish the benchmark request ``request_id`` at ``at`` (issue 14: its process may have stopped)."""
+        self._sched.add_job(jobs.settle_bench_job, "date", run_date=at, id=f"bench:{request_id}",
+                            args=[request_id], replace_existing=True)
+
     # -- start-up
     async def reconcile(self) -> list[str]:
         """Re-add the follow job of every load still in flight in the store; returns the keys re-added."""
@@ -144,6 +150,9 @@ class BotScheduler:
         for req in await store.open_requests():
             if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
+            elif req.state in ("confirmed", "running") and is_bench_request(req.id) \
+                    and self._sched.get_job(f"bench:{req.id}") is None:
+                self.settle_bench(req.id, datetime.now(UTC))  # issue 14: a benchmark a dead process left
         if added:
             log.info("reconciled loads in flight: %s", ", ".join(added))
         return added

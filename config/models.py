@@ -131,6 +131,23 @@ class Node(_Strict):
         return v
 
 
+class ReadinessSettings(_Strict):
+    """``[services.readiness]``: what must hold before a load is announced ready (issue 14)."""
+
+    smoke: bool = True  # one tiny completion from the node before the ✅
+    smoke_timeout: Duration = Field(default=30.0, gt=0, le=600)
+
+
+class AcceptanceSettings(_Strict):
+    """``[services.acceptance]``: an opt-in benchmark after each ✅ (and ``bench kimi`` on demand)."""
+
+    bench: bool = False
+    peak_concurrency: int = Field(default=64, ge=2, le=512)  # the second level; the first is always 1
+    regression_pct: float = Field(default=5.0, gt=0, le=100)
+    vllm: RemotePath | None = None  # the vllm executable on the node; default: the running server's own
+    timeout: Duration = Field(default=900.0, gt=0, le=7200)
+
+
 class Service(_Strict):
     """A vLLM server run by one systemd unit on one node."""
 
@@ -142,6 +159,8 @@ class Service(_Strict):
     log_file: RemotePath | None = None
     bench_dir: RemotePath | None = None
     access: AccessPolicy | None = None
+    readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
+    acceptance: AcceptanceSettings = Field(default_factory=AcceptanceSettings)
 
     @field_validator("api_key_env")
     @classmethod
@@ -156,6 +175,12 @@ class Service(_Strict):
         if v is not None and not API_URL_RE.match(v):
             raise ValueError(f"{v!r} is not an http(s) URL like 'http://127.0.0.1:8000'")
         return v.rstrip("/") if v else v
+
+    @model_validator(mode="after")
+    def _acceptance_needs_bench_dir(self) -> Service:
+        if self.acceptance.bench and not self.bench_dir:
+            raise ValueError("[services.acceptance] bench = true needs bench_dir (where --save-result writes)")
+        return self
 
 
 class SlackSettings(_Strict):

@@ -66,6 +66,7 @@ __all__ = [
     "JOBSTORE_TABLE",
     "REQUEST_TRANSITIONS",
     "AuditEntry",
+    "BenchRun",
     "DiffItem",
     "Follow",
     "LoadOutcome",
@@ -76,6 +77,7 @@ __all__ = [
     "RequestState",
     "RestartRecord",
     "RestartRequest",
+    "SmokeCheck",
     "Snapshot",
     "Store",
     "WatchState",
@@ -250,6 +252,32 @@ class Notice(_Record):
     claimed_at: datetime
     sent_at: datetime | None = None
     ts: str | None = None
+
+
+class SmokeCheck(_Record):
+    """The smoke completion of one load: ok (with the time to the first token), failed or skipped."""
+
+    service: str
+    node: str
+    invocation_id: str
+    outcome: str
+    ttft_s: float | None = None
+    detail: str = ""
+    at: datetime
+
+
+class BenchRun(_Record):
+    """One acceptance benchmark: running, or done/failed with the notice it ended with."""
+
+    id: str
+    service: str
+    node: str
+    state: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    text: str | None = None
+    status: str | None = None
+    data: dict[str, Any] | None = None
 
 
 class WatchState(_Record):
@@ -505,6 +533,35 @@ load_phases = Table(
     Column("invocation_id", String(200), primary_key=True),
     Column("phase", String(40), primary_key=True),
     Column("first_seen_at", UTCDateTime, nullable=False),
+)
+
+smoke_checks = Table(
+    # The smoke completion of one load (issue 14): its outcome decides the ✅, and a bot started again
+    # rebuilds the notice from it. The first result recorded for a load wins.
+    "inferbot_smoke_checks", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("invocation_id", String(200), primary_key=True),
+    Column("outcome", String(20), nullable=False),
+    Column("ttft_s", Float),
+    Column("detail", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+)
+
+bench_runs = Table(
+    # Acceptance benchmarks (issue 14): after a ✅ (id "ready:<follow key>:<load id>") or asked with
+    # `bench kimi` (the request id). Claimed by an insert, so each runs once; the notice text is kept for
+    # the posts that must be retried.
+    "inferbot_bench_runs", metadata,
+    Column("id", String(400), primary_key=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("state", String(20), nullable=False),  # running | done | failed
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("text", Text),
+    Column("status", String(20)),
+    Column("data", JSON),
 )
 
 
@@ -1570,6 +1627,59 @@ class Store:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+
+    # ---- smoke completions (issue 14) ------------------------------------------------------------
+
+    async def record_smoke(self, service: str, node: str, invocation_id: str, outcome: str, ttft_s: float | None,
+                           detail: str, at: datetime) -> SmokeCheck:
+        """Record the smoke completion of one load (``detail`` already redacted); the first record wins."""
+        values = {"service": service, "node": node, "invocation_id": invocation_id, "outcome": outcome,
+                  "ttft_s": ttft_s, "detail": detail, "at": _aware(at, "at")}
+        await self._run(self._insert_once, smoke_checks, values)
+        found = await self.get_smoke(service, node, invocation_id)
+        assert found is not None
+        return found
+
+    async def get_smoke(self, service: str, node: str, invocation_id: str) -> SmokeCheck | None:
+        """The smoke completion recorded for one load, if any."""
+        return await self._run(self._get_smoke, service, node, invocation_id)
+
+    def _get_smoke(self, service: str, node: str, invocation_id: str) -> SmokeCheck | None:
+        c = smoke_checks.c
+        with self._read() as conn:
+            row = conn.execute(select(smoke_checks).where(c.service == service, c.node == node,
+                                                          c.invocation_id == invocation_id)).first()
+        return None if row is None else SmokeCheck.model_validate(_row(row))
+
+
+    # ---- acceptance benchmarks (issue 14) --------------------------------------------------------
+
+    async def claim_bench_run(self, run_id: str, service: str, node: str, at: datetime) -> bool:
+        """Claim the benchmark ``run_id`` (state running); True exactly once, across processes."""
+        values = {"id": run_id, "service": service, "node": node, "state": "running", "started_at": _aware(at, "at")}
+        return await self._run(self._insert_once, bench_runs, values)
+
+    async def finish_bench_run(self, run_id: str, state: str, text: str, status: str, data: Mapping[str, Any],
+                               at: datetime) -> bool:
+        """Record the end of a running benchmark; True for the call that ended it."""
+        return await self._run(self._finish_bench_run, run_id, state, text, status, dict(data), _aware(at, "at"))
+
+    def _finish_bench_run(self, run_id: str, state: str, text: str, status: str, data: dict[str, Any],
+                          at: datetime) -> bool:
+        with self._write() as conn:
+            query = update(bench_runs).where(bench_runs.c.id == run_id, bench_runs.c.state == "running")
+            return conn.execute(query.values(state=state, text=text, status=status, data=data,
+                                             finished_at=at)).rowcount == 1
+
+    async def get_bench_run(self, run_id: str) -> BenchRun | None:
+        """The benchmark ``run_id``, if claimed."""
+        return await self._run(self._get_bench_run, run_id)
+
+    def _get_bench_run(self, run_id: str) -> BenchRun | None:
+        with self._read() as conn:
+            row = conn.execute(select(bench_runs).where(bench_runs.c.id == run_id)).first()
+        return None if row is None else BenchRun.model_validate(_row(row))
 
 
 def _retry_locked(fn: Callable[[], object], timeout_s: float) -> None:

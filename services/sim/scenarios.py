@@ -50,6 +50,8 @@ class LoadProfile(_M):
     old_metric_names: bool = False  # vllm:gpu_cache_usage_perc / vllm:time_per_output_token_seconds
     shutdown_s: float = 0.3  # after SIGTERM: keeps answering this long, then exits 0
     served_max_model_len: int | None = None  # /v1/models reports this (vLLM auto-fit), not --max-model-len
+    completion_fail: bool = False  # once ready, /v1/completions answers 500 with vLLM's error body
+    completion_hang: bool = False  # once ready, /v1/completions never answers
     # Filled in by the node (not a knob): the GPU size, so memory can follow --gpu-memory-utilization.
     gpu_total_mib: int = 97887
     gpu_uuids: list[str] = Field(default_factory=list)
