@@ -14,6 +14,7 @@ from handlers.common import (
 from handlers.context import Context, Request
 from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
+from handlers.silence import silence_sections, silences_now
 from services.models import ServiceState
 from services.probe import ProbeOptions
 
@@ -81,4 +82,10 @@ async def handle(ctx: Context, req: Request) -> Reply:
     snap, sections, statuses = await service_cards(ctx, req, STATUS_PROBE, status_sections, record=True)
     ready = sum(1 for s in snap.services if s.state == "ready")
     title = f"Status — {ready}/{len(snap.services)} ready" if snap.services else "Status"
-    return cards_reply("status", title, snap, sections, statuses)
+    reply = cards_reply("status", title, snap, sections, statuses)
+    # Silences in force (issue 14): whose notices are held back, until when, why.
+    keys = [(s.name, s.node) for s in req.services]
+    shown = [x for x in await silences_now(ctx) if (x.service, x.node) in keys]
+    reply.sections += silence_sections(shown)
+    reply.data["silences"] = [x.model_dump(mode="json") for x in shown]
+    return reply
