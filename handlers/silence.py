@@ -15,7 +15,7 @@ from config.models import Service
 from handlers.audit import record
 from handlers.common import fmt_duration
 from handlers.context import Context, Request
-from handlers.notify import groups_of
+from handlers.notify import dashboards_changed, groups_of
 from handlers.reply import Reply, Section
 from handlers.silence_text import clean_reason
 from services.access import check_restart_access
@@ -122,8 +122,9 @@ async def handle_silence(ctx: Context, req: Request) -> Reply:
         await record(ctx, "silence.set", service.name, service.node,
                      f"until {hhmm(until)} ({fmt_duration(float(seconds))})" + (f": {reason}" if reason else ""))
         rows.append(s)
+        await dashboards_changed(ctx, f"{service.name}@{service.node}")  # the Home tabs show it
     names = ", ".join(f"{s.name} on {s.node}" for s in targets)
-    text = (f"🔕 {names} silenced until {hhmm(until)} ({fmt_duration(float(seconds))})"
+    text = (f"{names} silenced until {hhmm(until)} ({fmt_duration(float(seconds))})"
             + (f" — {reason}" if reason else ""))
     return Reply(intent="silence", title=text, status="ok", sections=[
         Section(kind="text", text=text),
@@ -146,12 +147,13 @@ async def handle_unsilence(ctx: Context, req: Request) -> Reply:
             await record(ctx, "silence.cleared", service.name, service.node,
                          f"ended early (was {silence_words(removed)})")
             ended.append(f"{service.name} on {service.node}")
+            await dashboards_changed(ctx, f"{service.name}@{service.node}")
     if not ended:
         names = ", ".join(f"{s.name} on {s.node}" for s in targets)
         text = f"{names} was not silenced: nothing to end"
         return Reply(intent="unsilence", title=text, status="info", sections=[Section(kind="text", text=text)],
                      data={"notice": text, "ended": []})
-    text = f"🔔 {', '.join(ended)}: silence ended — notices are posted again"
+    text = f"{', '.join(ended)}: silence ended — notices are posted again"
     return Reply(intent="unsilence", title=text, status="ok", sections=[Section(kind="text", text=text)],
                  data={"notice": text, "ended": ended})
 

@@ -32,4 +32,6 @@ def split_silence(text: str) -> tuple[str, float | None, str]:
 
 def clean_reason(reason: str) -> str:
     """A reason as it is stored and shown: one line, bounded, secrets redacted (it is user text)."""
-    return redact_patterns(" ".join(reason.split()))[:MAX_REASON]
+    # Slack markup (<!channel>, <@U…>, links) out: the bot repeats the reason, and must not ping anyone with it.
+    plain = re.sub(r"<[^>]*>|@(?:channel|here|everyone)\b", " ", reason).replace("<", " ").replace(">", " ")
+    return redact_patterns(" ".join(plain.split()))[:MAX_REASON]
