@@ -26,7 +26,7 @@ def split_silence(text: str) -> tuple[str, float | None, str]:
         return text, None, ""
     seconds = float(m.group(1)) * _UNIT_S[m.group(2)[0].lower()]
     reason = text[m.end():].strip(" \t\n-—:,.;")
-    reason = re.sub(r"^(?:for|because|due\s+to|reason:?)\s+", "", reason, flags=re.IGNORECASE)
+    reason = re.sub(r"^(?:for|because|due\s+to|reason)\b:?\s*", "", reason, flags=re.IGNORECASE)
     return text[:m.start()], seconds, clean_reason(reason)
 
 

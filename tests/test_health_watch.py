@@ -16,7 +16,20 @@ import pytest
 from services.health_state import get_memo
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
-from tests.test_restart import ALICE, EVE, NOTIFY, Bot, bot, kimi_cluster, notices, set_profile, until
+from tests.test_restart import (
+    ALICE,
+    EVE,
+    NOTIFY,
+    Bot,
+    access,
+    bot,
+    kimi_cluster,
+    notices,
+    ready_in_both,
+    request,
+    set_profile,
+    until,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -197,3 +210,32 @@ async def _until_audited(b: Bot, word: str, within: float) -> None:
     while not any(word in line for line in await _audit_lines(b)):
         assert time.monotonic() < deadline, f"nothing audited about {word!r}"
         await asyncio.sleep(0.1)
+
+
+async def test_a_restart_by_the_bot_seen_only_afterwards_is_not_news(make_cluster: MakeCluster) -> None:
+    """The watcher's looks straddle the whole restart (no look while its lock is held): still not unplanned."""
+    cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"), watch={"interval": "4s"})
+    async with bot(cluster.config, watch=True) as b:
+        store = b.rt.store
+        assert store is not None
+        deadline = time.monotonic() + 10
+        while (base := await store.get_watch("kimi", "gpu-a")) is None:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        # Right after a look: the restart and its load fit before the next one.
+        while (now := await store.get_watch("kimi", "gpu-a")) is not None and now.updated_at == base.updated_at:
+            assert time.monotonic() < deadline + 10
+            await asyncio.sleep(0.05)
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(ready_in_both(b), 45, "the ready notices")
+        assert await store.lock_holder("restart:kimi@gpu-a", b.ctx().now()) is None
+        looked = (await store.get_watch("kimi", "gpu-a")).updated_at  # type: ignore[union-attr]
+        deadline = time.monotonic() + 10
+        while (await store.get_watch("kimi", "gpu-a")).updated_at == looked:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        texts = b.notifier.texts(NOTIFY)
+        assert [t for t in texts if "is ready" in t] and not [t for t in texts if "not by inferbot" in t or
+                                                             "failed" in t], texts
