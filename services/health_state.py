@@ -81,7 +81,8 @@ class HealthMemo(BaseModel):
 def _ensure(store: Store) -> None:
     if store in _schema_ready:
         return
-    metadata.create_all(store._engine, tables=[silences, health_memos])
+    with store._guard():  # an in-memory database has one shared connection: take its turn
+        metadata.create_all(store._engine, tables=[silences, health_memos])
     _schema_ready.add(store)
 
 
