@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from handlers.common import (
     PHASE_WORDS,
     STATE_STATUS,
@@ -18,6 +20,7 @@ from handlers.silence import silence_sections, silences_now
 from services.models import ServiceState
 from services.probe import ProbeOptions
 
+log = logging.getLogger("inferbot.status")
 # Two /metrics samples one second apart: enough to see tokens flowing (or a hung engine).
 STATUS_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=1.0)
 BAR_WIDTH = 20
@@ -85,7 +88,11 @@ async def handle(ctx: Context, req: Request) -> Reply:
     reply = cards_reply("status", title, snap, sections, statuses)
     # Silences in force (issue 14): whose notices are held back, until when, why.
     keys = [(s.name, s.node) for s in req.services]
-    shown = [x for x in await silences_now(ctx) if (x.service, x.node) in keys]
+    try:
+        shown = [x for x in await silences_now(ctx) if (x.service, x.node) in keys]
+    except Exception:  # the store only adds the silences: never lose the status to it
+        log.warning("state store unavailable; status without silences", exc_info=True)
+        shown = []
     reply.sections += silence_sections(shown)
     reply.data["silences"] = [x.model_dump(mode="json") for x in shown]
     return reply

@@ -123,3 +123,18 @@ async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bo
     assert any(e.event == "silence.set" and e.who == ALICE for e in entries)
     await b.mention("unsilence kimi", ts="1700000060.000100")
     await until(lambda: any("silence ended" in t for t in fs.texts(OPS, "1700000060.000100")), 20, "the reply")
+
+
+async def test_slack_confirmation_shows_what_the_restart_applies(health_bot: Any) -> None:
+    fs = OutageSlack()
+    b = await health_bot(fs)
+    node = b.node
+    unit_file = next((node.root / "etc/systemd/system").glob("vllm-kimi*.service"))
+    node.edit_unit(KIMI_UNIT, unit_file.read_text().replace("--max-model-len 131072", "--max-model-len 65536"))
+    await b.mention("restart kimi")
+    await until(lambda: any("restart_confirm" in json.dumps(c.get("blocks", [])) for c in fs.delivered), 20,
+                "the confirmation")
+    body = next(c for c in fs.delivered if "restart_confirm" in json.dumps(c.get("blocks", [])))
+    text = all_text(body["blocks"])
+    assert "this restart applies" in text and "--max-model-len 131072 → 65536" in text
+    assert "changed without daemon-reload" in text and "sudo -n systemctl daemon-reload" in text
