@@ -32,7 +32,7 @@ from handlers.follow import lock_name, post_once, watch_node
 from handlers.notify import Notifier
 from handlers.reply import Reply, Section, Status
 from handlers.silence import suppress
-from services.health_state import HealthMemo, get_memo, set_memo
+from services.health_state import HealthMemo, active_silence, get_memo, set_memo
 from services.metrics import MetricsParseError, parse_metrics
 from services.models import ServiceState
 from services.probe import NodeRaw, ProbeOptions, UnitRaw
@@ -211,6 +211,8 @@ async def _health(ctx: Context, store: Store, service: Service, st: ServiceState
     memo.bad_polls += 1
     if memo.bad_polls < ctx.config.watch.unhealthy_polls and memo.unhealthy_since is None:
         return
+    if memo.unhealthy_silenced and await active_silence(store, service.name, service.node, now) is None:
+        memo.unhealthy_since, memo.unhealthy_silenced = None, False  # the silence ended, the trouble did not
     if memo.unhealthy_since is None:
         memo.unhealthy_since, memo.unhealthy_reason = now, st.reason or "/health does not answer 200"
         text = unhealthy_notice(service, memo.unhealthy_reason, st.main_pid, None).data["notice"]
@@ -281,6 +283,8 @@ async def _hung(ctx: Context, store: Store, service: Service, st: ServiceState, 
     changed = memo.gen_changed_at or now
     memo.gen_changed_at = changed
     quiet = (now - changed).total_seconds()
+    if memo.hung_silenced and await active_silence(store, service.name, service.node, now) is None:
+        memo.hung_since, memo.hung_silenced = None, False  # the silence ended, the hang did not: say it now
     if memo.hung_since is None:
         if quiet < ctx.config.watch.hung_after:
             return

@@ -114,8 +114,6 @@ async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bo
     node = b.node
     node.set_live(KIMI_UNIT, health_status=503)
     await looks(b, 4)
-    node.set_live(KIMI_UNIT, health_status=None)
-    await looks(b, 2)
     assert fs.texts(NOTIFY) == []
     entries = await b.rt.store.recent_audit("kimi", limit=50)
     held = [e.detail for e in entries if e.event == "notice.suppressed"]
@@ -123,6 +121,13 @@ async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bo
     assert any(e.event == "silence.set" and e.who == ALICE for e in entries)
     await b.mention("unsilence kimi", ts="1700000060.000100")
     await until(lambda: any("silence ended" in t for t in fs.texts(OPS, "1700000060.000100")), 20, "the reply")
+    # The silence is over and the server is still unhealthy: now it is said, once; then its recovery, once.
+    await looks(b, 3)
+    warn = [t for t in fs.texts(NOTIFY) if "is unhealthy" in t]
+    assert len(warn) == 1, fs.texts(NOTIFY)
+    node.set_live(KIMI_UNIT, health_status=None)
+    await looks(b, 2)
+    assert len([t for t in fs.texts(NOTIFY) if "is healthy again" in t]) == 1, fs.texts(NOTIFY)
 
 
 async def test_slack_confirmation_shows_what_the_restart_applies(health_bot: Any) -> None:
