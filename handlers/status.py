@@ -91,7 +91,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     try:
         shown = [x for x in await silences_now(ctx) if (x.service, x.node) in keys]
     except Exception:  # the store only adds the silences: never lose the status to it
-        log.warning("state store unavailable; status without silences", exc_info=True)
+        log.debug("state store unavailable; status without silences", exc_info=True)  # said once already
         shown = []
     reply.sections += silence_sections(shown)
     reply.data["silences"] = [x.model_dump(mode="json") for x in shown]
