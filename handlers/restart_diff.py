@@ -19,6 +19,8 @@ NO_CHANGES = "no setting changes"
 
 def applies_text(st: ServiceState | None) -> str:
     """``--max-model-len 131072 → 65536; NCCL_PROTO LL → Simple``, "no setting changes", or why unknown."""
+    if st is not None and st.pending_changes is None and not st.main_pid:
+        return "nothing runs now — it starts what the unit on disk says"
     if st is None or st.pending_changes is None:
         return "unknown — the running settings or the unit file could not be read"
     if not st.pending_changes:

@@ -113,4 +113,5 @@ def test_applies_words() -> None:
     assert applies_text(_state(pending_changes=[])) == "no setting changes"
     assert applies_text(_state(pending_changes=["--max-model-len 131072 → 65536", "NCCL_PROTO LL → Simple"])) == \
         "--max-model-len 131072 → 65536; NCCL_PROTO LL → Simple"
-    assert applies_text(_state()).startswith("unknown")
+    assert applies_text(_state(main_pid=42)).startswith("unknown")
+    assert applies_text(_state()).startswith("nothing runs now")
