@@ -97,6 +97,28 @@ def mentioned_flag(text: str) -> str | None:
 
 # Order matters: the first command whose pattern matches wins, so specific intents come first.
 COMMANDS: tuple[Command, ...] = (
+    # First: the reason after the duration is free text ("silence kimi 2h restart planned") and must not
+    # pick another command.
+    Command(
+        name="unsilence",
+        summary="end a silence now: notices of the service are posted again (allowed people only; audited)",
+        examples=("unsilence kimi",),
+        patterns=_p(r"^(please\s+)?(unsilence|un-silence|unmute)\b"),
+        keywords=("unsilence", "unmute"),
+        handler_path="handlers.silence:handle_unsilence",
+        restricted=True,
+    ),
+    Command(
+        name="silence",
+        summary="hold back a service's unplanned-restart, unhealthy and hung notices for a while (planned work; "
+                "allowed people only; audited)",
+        examples=("silence kimi 2h planned driver update",),
+        patterns=_p(r"^(please\s+)?(silence|mute)\b"),
+        keywords=("silence", "mute"),
+        handler_path="handlers.silence:handle_silence",
+        restricted=True,
+        args=("duration_s", "reason"),
+    ),
     # Before the restart commands: "clear the restart lock on kimi" names a lock, not a restart.
     Command(
         name="unlock",

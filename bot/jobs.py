@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from handlers.bench_run import expire_bench_request, is_bench_request, settle_bench_request
 from handlers.context import Asker, Context
-from handlers.follow import poll_follow, watch_node
+from handlers.follow import poll_follow
+from handlers.health_watch import watch
 from handlers.notify import Notifier
 from handlers.restart import expire_request
 
@@ -88,13 +89,13 @@ async def poll_follow_job(key: str) -> None:
 
 
 async def watch_node_job(node: str) -> None:
-    """Look for unplanned restarts on ``node``; also pick up loads started elsewhere (the terminal)."""
+    """Look for unplanned restarts and hidden deaths on ``node``; also pick up loads started elsewhere."""
     live = _leading()
     if live is None:
         return
     if live.scheduler is not None:
         await live.scheduler.reconcile()
-    await watch_node(_context(live), node, live.notifier)
+    await watch(_context(live), node, live.notifier)
 
 
 async def expire_request_job(request_id: str) -> None:

@@ -66,6 +66,8 @@ class AccessPolicy(_Strict):
     confirm_ttl: Duration = 120.0
     cooldown: Duration = 600.0
     restart_command: str = "sudo -n systemctl restart -- {unit}"
+    # Run before the restart when the unit changed on disk without daemon-reload (fixed text, no placeholder).
+    reload_command: str = "sudo -n systemctl daemon-reload"
 
     @field_validator("restart_users")
     @classmethod
@@ -102,6 +104,16 @@ class AccessPolicy(_Strict):
             raise ValueError("restart_command must contain {unit}")
         if any(c in v for c in "\n\r`$;&|<>"):
             raise ValueError("restart_command must be one plain command (no ; & | $ ` < > or newlines)")
+        return v
+
+    @field_validator("reload_command")
+    @classmethod
+    def _reload(cls, v: str) -> str:
+        # Fixed text from the operator: no placeholder at all, one plain command.
+        if "{" in v or "}" in v:
+            raise ValueError("reload_command takes no placeholders (it reloads systemd, not one unit)")
+        if not v.strip() or any(c in v for c in "\n\r`$;&|<>\"'\\"):
+            raise ValueError("reload_command must be one plain command (no quotes, ; & | $ ` < > or newlines)")
         return v
 
 
@@ -212,6 +224,8 @@ class WatchSettings(_Strict):
     poll: Duration = 15.0
     max_load: Duration = 3600.0
     enabled: bool = True
+    hung_after: Duration = 300.0  # requests running or waiting and no new tokens this long: "possibly hung"
+    unhealthy_polls: int = Field(default=2, ge=1, le=20)  # looks in a row with /health failing before ⚠️
 
 
 class StateSettings(_Strict):

@@ -10,6 +10,7 @@ the claim so the next poll retries.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -21,12 +22,14 @@ from handlers.context import Context
 from handlers.live import apply_history
 from handlers.notify import Notifier, dashboards_changed, jobs_of
 from handlers.reply import Reply, Section, Status
+from handlers.restart_diff import oom_leftover_sections
 from handlers.samples import record_samples
+from handlers.silence import silence_of, silence_words, suppress, was_suppressed
 from handlers.smoke import smoke_failure, smoke_gate, with_smoke
 from handlers.status import progress_bar
 from services.assemble import expected_model
 from services.models import ServiceState
-from services.probe import ProbeOptions
+from services.probe import NodeRaw, ProbeOptions
 from services.shared_state import audited, claim_progress_edit, forget_progress, release_progress_edit
 from services.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 
@@ -34,7 +37,8 @@ log = logging.getLogger("inferbot.follow")
 
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
-FAIL_PROBE = ProbeOptions(gpus=False, log_lines=20, http_timeout_s=3.0)
+# GPUs: an out-of-memory failure names the leftover vLLM processes that held them (issue 14).
+FAIL_PROBE = ProbeOptions(gpus=True, log_lines=20, http_timeout_s=3.0)
 # One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
 # samples behind charts.
 WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
@@ -180,6 +184,7 @@ def failed_notice(f: Follow, reason: str, st: ServiceState | None, timed_out: bo
     sections = []
     if st is not None and st.logs:
         sections.append(Section(kind="code", title="Last journal lines", text="\n".join(st.logs[-20:])))
+    sections += oom_leftover_sections(reason, st)
     tries = [f"`logs {f.service}` for the whole story", f"`gpus on {f.node}` — leftover processes may hold memory",
              f"`status {f.service}`"]
     if timed_out:
@@ -305,6 +310,10 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
     if f.reason != "unplanned" or not channel or f.thread_ts:
         return f
     store = _store(ctx)
+    text = str(unplanned_notice(f).data["notice"])
+    if await was_suppressed(store, f.key, "unplanned") or \
+            await suppress(ctx, store, f.key, "unplanned", f.service, f.node, text, now):
+        return f  # silenced: audited instead; its load's ✅ is held back too (a ❌ is not)
     sent = await post_once(store, f.key, "unplanned", notifier, channel, None, unplanned_notice(f), now)
     notice = await store.get_notice(f.key, "unplanned") if sent else None
     if notice is not None and notice.ts:
@@ -393,7 +402,10 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         notice = failed_notice(f, reason, st, timed_out=outcome == "timeout")
 
     pending = False
-    for place, channel, thread in _places(ctx, f):
+    places = _places(ctx, f)
+    if f.reason == "unplanned" and outcome == "ready" and await was_suppressed(store, key, "unplanned"):
+        places = []  # the restart was silenced: so is the news that it loaded
+    for place, channel, thread in places:
         if notifier is None:
             pending = pending or not await store.notice_sent(key, place)
         elif await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
@@ -461,10 +473,14 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
 # The unplanned-restart watcher
 
 
-async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[str]:
+WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]
+
+
+async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: WatchHook | None = None) -> list[str]:
     """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
 
     Returns the follow keys it started. The first observation of a unit only records a baseline.
+    ``after`` sees the same probe's states (the health watcher: ``handlers/health_watch.py``).
     """
     store = _store(ctx)
     node = ctx.config.node(node_name)
@@ -504,15 +520,21 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[s
         if await store.lock_holder(lock_name(st.service, st.node), now) is not None:
             continue  # inferbot is restarting it right now
         if current is not None and st.invocation_id and current.invocation_id == st.invocation_id:
-            # The load inferbot already followed has now failed (same invocation): say so once.
-            await _post_late_failure(ctx, current, st, notifier, now)
+            # The load inferbot already followed (a restart by the bot, seen by the watcher only once it was
+            # over) is not news; when it has failed since, say so once.
+            if st.state == "failed":
+                await _post_late_failure(ctx, current, st, notifier, now)
             continue
         at = st.since if st.since is not None and now - st.since < timedelta(hours=1) else now
+        silenced = await silence_of(ctx, st.service, st.node)
         await record(ctx, "restart.unplanned", st.service, st.node,
                      f"MainPID {base.main_pid} → {st.main_pid}, NRestarts {base.n_restarts} → {st.restarts}, "
-                     f"{active_state}", who="unknown", where=node_name)
+                     f"{active_state}" + (f" ({silence_words(silenced)})" if silenced else ""),
+                     who="unknown", where=node_name)
         await start_follow(ctx, service, "unplanned", at, invocation_id=st.invocation_id or None)
         started.append(key)
+    if after is not None:
+        await after(ctx, states, raw, notifier)
     return started
 
 

@@ -47,6 +47,7 @@ class Profile:
     fail_shard: int | None
     exit_code: int
     health_503_after_s: float | None
+    engine_death_exit: int | None
     hang_connections: bool
     started_ago_s: float
     traffic_tps: float
@@ -251,6 +252,11 @@ class FakeVllm:
         self.itl_count = 0
         self.mem_mib = 0.0
         self.ready_at = 0.0
+        # Live changes to a running server (SimNode.set_live): a JSON file next to the profile.
+        self.live_path = Path(env["INFERBOT_SIM_PROFILE"] + ".live") if env.get("INFERBOT_SIM_PROFILE") else None
+        self.live_mtime = -1
+        self.base_hung = profile.hung
+        self.health_override: int | None = None
 
     # -- output ------------------------------------------------------------------------------------------
     def _write(self, data: str) -> None:
@@ -545,6 +551,8 @@ class FakeVllm:
     async def h_health(self, request: Any) -> Any:
         from aiohttp import web
 
+        if self.health_override is not None:
+            return web.Response(status=self.health_override)
         return web.Response(status=503 if self.engine_dead else 200)
 
     async def h_version(self, request: Any) -> Any:
@@ -698,6 +706,7 @@ class FakeVllm:
             now = time.time()
             dt = now - last_t
             last_t = now
+            self.apply_live(now)
             if dead_at is not None and now >= dead_at and not self.engine_dead:
                 self.die_engine(now)
             flowing = (tps > 0 or p.hung) and not self.engine_dead
@@ -733,6 +742,25 @@ class FakeVllm:
                 prev_zero = zero
                 last_stats, last_prompt, last_gen = now, self.prompt_tokens, self.gen_tokens
 
+    def apply_live(self, now: float) -> None:
+        """Read the live file when it changed: ``hung``, ``health_status`` (None: normal), ``die`` (engine now)."""
+        if self.live_path is None:
+            return
+        try:
+            mtime = self.live_path.stat().st_mtime_ns
+            # Written before this process started: meant for an earlier run.
+            data = json.loads(self.live_path.read_text()) if mtime >= self.real_start * 1e9 else {}
+        except (OSError, ValueError):
+            mtime, data = 0, {}
+        if mtime == self.live_mtime:
+            return
+        self.live_mtime = mtime
+        self.p.hung = bool(data.get("hung", self.base_hung))
+        status = data.get("health_status")
+        self.health_override = int(status) if isinstance(status, int) else None
+        if data.get("die") and not self.engine_dead:
+            self.die_engine(now)
+
     def die_engine(self, now: float) -> None:
         self.engine_dead = True
         self.log(now, "engine", "EngineCore encountered a fatal error.", level="ERROR", src="core.py:811")
@@ -748,6 +776,19 @@ class FakeVllm:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.control(phase="engine_dead")
+        if self.p.engine_death_exit is not None:
+            # vLLM's API server shuts itself down once its engine is dead, and exits with status 0: a unit
+            # with Restart=on-failure is then simply stopped.
+            self.log(now, "api", "Engine core proc EngineCore_0 died unexpectedly, shutting down client.",
+                     level="ERROR", src="core_client.py:564")
+            self.uvicorn(now, "Shutting down")
+            self.uvicorn(now, "Waiting for application shutdown.")
+            self.uvicorn(now, "Application shutdown complete.")
+            self.uvicorn(now, f"Finished server process [{self.pid}]")
+            self.kill_children(signal.SIGKILL)
+            self.control(phase="exited")
+            time.sleep(0.05)  # let the node's pump read the last lines
+            os._exit(self.p.engine_death_exit)
 
     async def shutdown(self) -> None:
         if self.stopping:

@@ -38,6 +38,7 @@ class LoadProfile(_M):
     fail_shard: int | None = None  # shard at which "oom" happens (default: half way)
     exit_code: int = 1
     health_503_after_s: float | None = None  # engine dies this long after ready; API stays up (503)
+    engine_death_exit: int | None = None  # after the engine died the API server exits with this status (vLLM: 0)
     hang_connections: bool = False  # during the load the port accepts TCP but never answers
     started_ago_s: float = 0.0  # first start only: the load began this long ago (backdated)
     traffic_tps: float = 0.0  # generation tokens/s once ready
