@@ -13,6 +13,7 @@ from handlers.ports import Dashboards, Jobs, Notifier
 from services.access import GroupLookup, NoGroups
 from services.cluster import Cluster
 from services.node.ssh import NodePool
+from services.store.db_url import database_url
 from services.store.store import Store
 
 
@@ -38,11 +39,16 @@ class Runtime:
 
 
 def open_store(config: BotConfig) -> Store:
-    """The state store (SQLite in the state directory unless ``[state] url`` names another database)."""
+    """The state store (SQLite in the state directory unless ``[state] url`` names another database).
+
+    A PostgreSQL password comes from ``$INFERBOT_DB_PASSWORD`` / ``$INFERBOT_DB_PASSWORD_FILE`` only
+    (``services.store.db_url.DatabaseUrlError``: one line, e.g. for a password written into the config).
+    """
     url = config.state.database_url()
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(url.removeprefix("sqlite:///")) or ".", exist_ok=True)
-    return Store(url)
+        return Store(url)
+    return Store(database_url(url, os.environ))
 
 
 @contextlib.asynccontextmanager

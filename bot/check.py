@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 from tabulate import tabulate
 
@@ -59,14 +60,63 @@ async def run_check(config: BotConfig, as_json: bool) -> int:
             rows.append([n.node, "OK", detail, ""])
         results.append({"node": n.node, "ok": not problems, "detail": detail,
                         "problems": [{"what": w, "fix": f} for w, f in problems]})
-    ok = all(bool(r["ok"]) for r in results)
+    state = await check_state(config)
+    ok = all(bool(r["ok"]) for r in results) and bool(state["ok"])
     if as_json:
-        print(json.dumps({"intent": "check", "ok": ok, "config": config.source, "nodes": results}, indent=2))
+        print(json.dumps({"intent": "check", "ok": ok, "config": config.source, "nodes": results, "state": state},
+                         indent=2))
     else:
         print(f"config {config.source}: valid ({len(config.nodes)} nodes, {len(config.services)} services)")
+        print(f"state: {state['line']}")
         if rows:
             print(tabulate(rows, headers=["node", "result", "detail", "fix"], tablefmt="simple"))
     return 0 if ok else 1
+
+
+async def check_state(config: BotConfig) -> dict[str, object]:
+    """The state store: where it is, its schema version against this inferbot's, and (PostgreSQL) who leads.
+
+    Reads only: nothing is created or upgraded (``serve`` does that on start).
+    """
+    import psycopg
+    from sqlalchemy.exc import DBAPIError
+
+    from bot.app import open_store
+    from bot.replicas import store_problem
+    from services.store.leader import current_leader
+
+    store = open_store(config)
+    out: dict[str, object] = {"store": store.describe(), "backend": "postgresql" if store.is_postgres else "sqlite"}
+    try:
+        current, head = await store.schema_status()
+        out.update(schema=current, schema_head=head)
+        if current == head:
+            schema = f"schema {current} (up to date)"
+        elif current is None:
+            schema = f"schema not created yet (the first `inferbot serve` creates {head})"
+        else:
+            schema = f"schema {current} (`inferbot serve` upgrades it to {head})"
+        ok = True
+        if current is not None and current > head:
+            ok, schema = False, (f"schema {current} is newer than this inferbot knows ({head}): upgrade inferbot "
+                                 "on this host")
+        line = f"{store.describe()} — {schema}"
+        if store.is_postgres:
+            leader = await current_leader(store.sqlalchemy_url)
+            out["leader"] = None if leader is None else leader.replica
+            if leader is None:
+                line += "; no leader (no `inferbot serve` is running on this database)"
+            else:
+                since = f" since {leader.since.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if leader.since else ""
+                line += f"; leader {leader.replica}{since}"
+        else:
+            out["leader"] = "this host (SQLite: one process, always the leader)"
+        out.update(ok=ok, line=line)
+    except (DBAPIError, OSError, psycopg.Error) as e:
+        out.update(ok=False, line=f"FAIL {store_problem(store, e)}")
+    finally:
+        await store.close()
+    return out
 
 
 def check_reply(rows: list[list[str]]) -> Reply:

@@ -17,6 +17,8 @@ from bot.logs import setup_logging
 from config.loader import ConfigError, load_config
 from config.models import BotConfig
 from services.redact import redact_patterns
+from services.store.db_url import DatabaseUrlError
+from services.store.migrate import SchemaError
 
 EXIT_USAGE = 2
 
@@ -148,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return asyncio.run(_run(args))
-    except UsageError as e:
+    except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
         print(f"inferbot: {e}", file=sys.stderr)
         if as_json:
             print(json.dumps({"ok": False, "error": str(e)}))

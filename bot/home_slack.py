@@ -70,6 +70,8 @@ class SlackHost(Protocol):
     @property
     def limiter(self) -> _Limiter: ...
 
+    async def check_rate(self, user: str) -> _Verdict: ...
+
     @property
     def registered(self) -> _Registered: ...
 
@@ -284,7 +286,7 @@ def register_home(app: AsyncApp, bot: SlackHost) -> HomePublisher:
         await ack()
         user = str((body.get("user") or {}).get("id") or "")
         # Each Refresh probes every node: the same per-person limit as questions keeps a stuck mouse cheap.
-        if user and bot.limiter.check(user).allowed:
+        if user and (await bot.check_rate(user)).allowed:  # counted over every replica
             spawn(publisher.publish_now(user), "home-refresh")
         elif user:
             log.info("home refresh rate-limited", extra={"event": "slack-home", "user": user})

@@ -8,11 +8,15 @@ are not stored: start-up puts them in this module's registry (:func:`register`).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
+from handlers.bench_run import expire_bench_request, is_bench_request, settle_bench_request
 from handlers.context import Asker, Context
-from handlers.follow import poll_follow, watch_node
+from handlers.follow import poll_follow
+from handlers.health_watch import watch
 from handlers.notify import Notifier
 from handlers.restart import expire_request
 
@@ -25,7 +29,12 @@ log = logging.getLogger("inferbot.jobs")
 class Reconciler(Protocol):
     """What a job needs of the scheduler (bot/scheduler.py imports this module, never the reverse)."""
 
+    first_job_at: float | None  # time.time() of the first job this leader ran (the failover bench reads it)
+
+    @property
+    def leading(self) -> bool: ...
     async def reconcile(self) -> list[str]: ...
+    def settle_bench(self, request_id: str, at: datetime) -> None: ...
 
 
 @dataclass
@@ -58,6 +67,21 @@ def current() -> Live | None:
     return _live
 
 
+def _leading() -> Live | None:
+    """The live objects, if this replica may run scheduled steps now (fencing: a lost leader may not)."""
+    live = _live
+    if live is None:
+        return None
+    sched = live.scheduler
+    if sched is not None:
+        if not sched.leading:
+            log.info("scheduled step skipped: not the leader", extra={"event": "leader", "role": "standby"})
+            return None
+        if sched.first_job_at is None:
+            sched.first_job_at = time.time()
+    return live
+
+
 def _context(live: Live) -> Context:
     # Jobs act as the bot itself; handlers name it "inferbot" in the audit log.
     return live.runtime.context(Asker(surface="json"))
@@ -65,27 +89,49 @@ def _context(live: Live) -> Context:
 
 async def poll_follow_job(key: str) -> None:
     """Follow the load ``key`` (``service@node``) one more step."""
-    live = current()
-    if live is None:
+    if current() is None:
         log.warning("follow job %s ran before start-up registered the runtime", key)
+        return
+    live = _leading()
+    if live is None:
         return
     status = await poll_follow(_context(live), key, live.notifier)
     log.debug("follow %s: %s", key, status.line)
 
 
 async def watch_node_job(node: str) -> None:
-    """Look for unplanned restarts on ``node``; also pick up loads started elsewhere (the terminal)."""
-    live = current()
+    """Look for unplanned restarts and hidden deaths on ``node``; also pick up loads started elsewhere."""
+    live = _leading()
     if live is None:
         return
     if live.scheduler is not None:
         await live.scheduler.reconcile()
-    await watch_node(_context(live), node, live.notifier)
+    await watch(_context(live), node, live.notifier)
 
 
 async def expire_request_job(request_id: str) -> None:
     """Expire a restart request nobody confirmed, and rewrite its message."""
-    live = current()
+    live = _leading()
     if live is None:
         return
+    if is_bench_request(request_id):  # issue 14: a `bench` request shares the request table
+        await expire_bench_request(_context(live), request_id, live.notifier)
+        return
     await expire_request(_context(live), request_id, live.notifier)
+
+
+async def reconcile_job() -> None:
+    """Pick up follows and requests another replica (or the terminal) started: only the leader schedules."""
+    live = _leading()
+    if live is not None and live.scheduler is not None:
+        await live.scheduler.reconcile()
+
+
+async def settle_bench_job(request_id: str) -> None:
+    """Finish a benchmark request a stopped process left confirmed or running (issue 14)."""
+    live = _leading()
+    if live is None:
+        return
+    due = await settle_bench_request(_context(live), request_id, live.notifier)
+    if due is not None and live.scheduler is not None:
+        live.scheduler.settle_bench(request_id, due)

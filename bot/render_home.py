@@ -101,6 +101,10 @@ def _service_context(c: ServiceCard, dash: Dashboard) -> str:
         by = f" by {_mention(r.by)}" if r.planned else ""
         parts.append(f":arrows_counterclockwise: last {how} {r.at:%Y-%m-%d %H:%M} UTC "
                      f"({ago(r.at, dash.read_at)}){by}")
+    if c.silenced_until is not None:
+        why = f": {escape(c.silence_reason)}" if c.silence_reason else ""
+        parts.append(f":no_bell: silenced until {c.silenced_until:%H:%M} UTC by {_mention(c.silenced_by)}{why} — "
+                     "unplanned-restart, unhealthy and hung notices are held back")
     return _cut("\n".join(parts), MAX_CONTEXT_TEXT)
 
 

@@ -26,6 +26,7 @@ from handlers.context import Asker, Context
 from handlers.follow import follow_key, poll_follow
 from handlers.notify import RecordingNotifier
 from handlers.restart import clear_lock, impact, new_request_id, run_confirmed, state_checks
+from handlers.restart_diff import leftover_section
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -92,6 +93,8 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
         print(f"Restart {svc.name} on {svc.node} — {unavailable}.", file=out)
         for k, v in fields:
             print(f"  {k:<14} {v}", file=out)
+        for section in leftover_section(st, svc)[0]:  # leftover vLLM processes holding GPU memory
+            print(f"  {section.text}", file=out)
         if force:
             print("  (forced past the cooldown; recorded as forced)", file=out)
         typed = confirm if confirm is not None else await _ask(f"Type the service name ({svc.name}) to restart it: ")

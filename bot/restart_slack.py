@@ -16,6 +16,8 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.notifier_slack import SlackNotifier
+from handlers.bench_run import is_bench_request
+from handlers.bench_run import on_action as bench_on_action
 from handlers.context import Asker
 from handlers.notify import Notifier
 from handlers.reply import Reply
@@ -104,7 +106,8 @@ async def handle_restart_action(
         req = await runtime.store.get_request(request_id)
         if req is not None and not req.message_ts:
             await runtime.store.set_request_message(request_id, channel, message_ts)
-    outcome = await on_action(ctx, action_id, request_id)
+    # A benchmark request (issue 14) shares the buttons; its id tells it apart.
+    outcome = await (bench_on_action if is_bench_request(request_id) else on_action)(ctx, action_id, request_id)
     notifier: Notifier = runtime.notifier or SlackNotifier(client)
     if outcome.message is not None and channel and message_ts:
         try:

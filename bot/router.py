@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from config.models import BotConfig, Node, Service
 from handlers.commands import COMMANDS, FLAG_MENTION, FLAG_WORDS, RESTART_NEGATION, Command, mentioned_flag
 from handlers.context import ArgValue
+from handlers.silence_text import split_silence
 
 MAX_MESSAGE = 2000
 _MENTION = re.compile(r"<[@#!][^>]*>")
@@ -161,6 +162,11 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
     flag = mentioned_flag(norm)
     tokens = _WORD.findall(FLAG_MENTION.sub(" ", norm))
     in_question = set(_WORD.findall(FLAG_MENTION.sub(" ", question)))
+    silence: tuple[float | None, str] | None = None
+    if cmd.name == "silence":  # what follows the duration is the reason: command words, not names
+        head, seconds, _ = split_silence(norm)
+        tokens = _WORD.findall(FLAG_MENTION.sub(" ", head))
+        silence = seconds, split_silence(_MENTION.sub(" ", _SLACK_LINK.sub(r"\1", text[:MAX_MESSAGE])))[2]
     picked_services: list[Service] = []
     picked_nodes: list[Node] = []
     unknown: list[str] = []
@@ -205,6 +211,8 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
         args["focus"] = "model"
     elif re.search(r"\bflags?\b|\bargs?\b|\barguments\b", norm):
         args["focus"] = "flags"
+    if silence is not None:
+        args["duration_s"], args["reason"] = silence
     if cmd.name == "restarts" and RESTART_NEGATION.search(norm):
         args["negated"] = True
     if not matched:

@@ -3,8 +3,13 @@
 Jobs are ``bot.jobs`` functions with deterministic ids (``follow:<service>@<node>``, ``watch:<node>``,
 ``expire:<request_id>``) and ``replace_existing=True``, so re-adding replaces instead of duplicating. A
 late run is still run (``misfire_grace_time=None``), piled-up runs are coalesced into one, and a job never
-overlaps itself. On start-up the loads in flight are reconciled from the store. One scheduler per job
-store: run one ``inferbot serve`` per database.
+overlaps itself. On start-up the loads in flight are reconciled from the store.
+
+APScheduler 3 can't share a job store between two schedulers, so with replicas only the **leader**
+(``services.store.leader``) runs one: it is started when this replica is elected and shut down the moment it
+loses the lock (fencing). A standby still answers and may start a follow or a request (the store has
+them); the leader's ``reconcile`` job picks those up within :data:`RECONCILE_S`, and a new leader rebuilds
+every job from the database (the job store's rows and the follows and requests in flight).
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import jobs
+from handlers.bench_run import is_bench_request
 from handlers.notify import Notifier
+from services.store.leader import Leadership, SoleLeader
 from services.store.store import JOBSTORE_TABLE
 
 if TYPE_CHECKING:
@@ -27,6 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("inferbot.scheduler")
 JOB_DEFAULTS = {"misfire_grace_time": None, "coalesce": True, "max_instances": 1}
+RECONCILE_S = 2.0
+"""How often the leader looks for follows and requests another replica started."""
 
 
 class BotScheduler:
@@ -40,46 +49,90 @@ class BotScheduler:
         self.notifier = notifier
         self.poll_s = poll_s if poll_s is not None else rt.config.watch.poll
         self.watch_s = watch_s if watch_s is not None else rt.config.watch.interval
-        store = SQLAlchemyJobStore(url=rt.store.jobstore_url(), tablename=JOBSTORE_TABLE)
-        self._sched = AsyncIOScheduler(jobstores={"default": store}, job_defaults=dict(JOB_DEFAULTS), timezone=UTC)
+        self._sched = self._new_scheduler()
         self._live = jobs.Live(runtime=rt, notifier=notifier, scheduler=self)
+        self.leadership: Leadership = SoleLeader()
+        self._watch = False
+        self._terms = 0  # how many times this replica became the leader
+        self.first_job_at: float | None = None  # time.time() of the first job this leader ran (bench)
 
-    async def start(self, watch: bool | None = None) -> None:
-        """Register the live objects, start, reconcile in-flight loads and add the watchers."""
+    def _new_scheduler(self) -> AsyncIOScheduler:
+        assert self.runtime.store is not None
+        store = SQLAlchemyJobStore(url=self.runtime.store.jobstore_url(), tablename=JOBSTORE_TABLE)
+        return AsyncIOScheduler(jobstores={"default": store}, job_defaults=dict(JOB_DEFAULTS), timezone=UTC)
+
+    @property
+    def leading(self) -> bool:
+        """True while this replica is the scheduler leader (always, on SQLite)."""
+        return self.leadership.role == "leader" and self._sched.running
+
+    async def start(self, watch: bool | None = None, leadership: Leadership | None = None) -> None:
+        """Register the live objects and campaign for leadership (SQLite: lead at once); when elected,
+        start, reconcile in-flight loads and add the watchers."""
         jobs.register(self._live)
         self.runtime.jobs = self
         if self.runtime.notifier is None:
             self.runtime.notifier = self.notifier
+        self._watch = self.runtime.config.watch.enabled if watch is None else watch
+        if leadership is not None:
+            self.leadership = leadership
+        await self.leadership.start(self._elected, self._lost)
+
+    async def _elected(self) -> None:
+        if self._sched.running:
+            return
+        if self._terms:  # shut down after an earlier term: a fresh scheduler (and job store) for this one
+            self._sched = self._new_scheduler()
+        self._terms += 1
+        self.first_job_at = None
         self._sched.start()
         await self.reconcile()
-        if self.runtime.config.watch.enabled if watch is None else watch:
+        if self._watch:
             self.add_watches()
+        self._sched.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile",
+                            replace_existing=True, next_run_time=datetime.now(UTC))  # first act: catch up
 
-    async def shutdown(self) -> None:
-        """Stop running jobs (jobs stay in the store for the next start)."""
+    async def _lost(self) -> None:
+        # Fencing: stop scheduling at once; the jobs stay in the store for the next leader.
         if self._sched.running:
             self._sched.shutdown(wait=False)
             await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
+
+    async def shutdown(self) -> None:
+        """Stop running jobs and give up leadership (jobs stay in the store for the next start)."""
+        await self.leadership.stop()
+        await self._lost()
         jobs.unregister(self._live)
         if self.runtime.jobs is self:
             self.runtime.jobs = None
 
     # -- handlers.notify.Jobs
     def follow(self, key: str) -> None:
-        """Poll the load ``key`` every ``[watch] poll``, starting now."""
+        """Poll the load ``key`` every ``[watch] poll``, starting now (a standby leaves it to the leader)."""
+        if not self.leading:
+            return
         self._sched.add_job(jobs.poll_follow_job, "interval", seconds=self.poll_s, id=f"follow:{key}", args=[key],
                             replace_existing=True, next_run_time=datetime.now(UTC))
 
     def stop_follow(self, key: str) -> None:
         """Stop polling the load ``key``."""
+        if not self.leading:
+            return
         try:
             self._sched.remove_job(f"follow:{key}")
         except JobLookupError:
             pass
 
     def expire(self, request_id: str, at: datetime) -> None:
-        """Expire the request ``request_id`` at ``at``."""
+        """Expire the request ``request_id`` at ``at`` (a standby leaves it to the leader)."""
+        if not self.leading:
+            return
         self._sched.add_job(jobs.expire_request_job, "date", run_date=at, id=f"expire:{request_id}",
+                            args=[request_id], replace_existing=True)
+
+    def settle_bench(self, request_id: str, at: datetime) -> None:
+        """Finish the benchmark request ``request_id`` at ``at`` (issue 14: its process may have stopped)."""
+        self._sched.add_job(jobs.settle_bench_job, "date", run_date=at, id=f"bench:{request_id}",
                             args=[request_id], replace_existing=True)
 
     # -- start-up
@@ -88,6 +141,8 @@ class BotScheduler:
         store = self.runtime.store
         assert store is not None
         added: list[str] = []
+        if not self.leading:
+            return added
         for f in await store.active_follows():
             if self._sched.get_job(f"follow:{f.key}") is None:
                 self.follow(f.key)
@@ -95,6 +150,9 @@ class BotScheduler:
         for req in await store.open_requests():
             if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
+            elif req.state in ("confirmed", "running") and is_bench_request(req.id) \
+                    and self._sched.get_job(f"bench:{req.id}") is None:
+                self.settle_bench(req.id, datetime.now(UTC))  # issue 14: a benchmark a dead process left
         if added:
             log.info("reconciled loads in flight: %s", ", ".join(added))
         return added

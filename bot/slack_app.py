@@ -27,6 +27,7 @@ import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +276,12 @@ class Registered:
 
 
 class SlackBot:
-    """The state behind one ``AsyncApp``: the runtime, dedupe, rate limit and the answers in flight."""
+    """The state behind one ``AsyncApp``: the runtime, dedupe, rate limit and the answers in flight.
+
+    With a state store, de-duplication and the rate limit live in the database (``services.store.shared_state``),
+    so two replicas answer an event once and count a person's questions together; without one (tests,
+    plumbing) they are this process's memory.
+    """
 
     def __init__(self, rt: Runtime, settings: SlackSettings) -> None:
         self.runtime = rt
@@ -284,6 +290,24 @@ class SlackBot:
         self.limiter = RateLimiter(settings.rate_limit_per_minute)
         self.tasks: set[asyncio.Task[None]] = set()
         self.registered = Registered()
+        self.role: Callable[[], str | None] = lambda: None  # "leader" / "standby" once serving
+
+    async def first_delivery(self, event_id: str) -> bool:
+        """True for the first delivery of ``event_id`` to any replica."""
+        if self.runtime.store is None:
+            return self.seen.add(event_id)
+        from services.store.shared_state import claim_event
+
+        return await claim_event(self.runtime.store, event_id, datetime.now(UTC))
+
+    async def check_rate(self, user: str) -> Verdict:
+        """The rate-limit verdict for one more answer to ``user`` (counted over every replica)."""
+        if self.runtime.store is None:
+            return self.limiter.check(user)
+        from services.store.shared_state import rate_check
+
+        v = await rate_check(self.runtime.store, user, self.settings.rate_limit_per_minute)
+        return Verdict(v.allowed, v.retry_in, v.notify)
 
     # -- tasks
     def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
@@ -423,9 +447,9 @@ class SlackBot:
                                         "outcome": "rate-limited"})
 
     # -- one question from an event
-    def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
-                    client: AsyncWebClient) -> None:
-        verdict = self.limiter.check(user)
+    async def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
+                          client: AsyncWebClient) -> None:
+        verdict = await self.check_rate(user)
         if verdict.allowed:
             self.spawn(self.answer_and_post(kind=kind, text=text, user=user, channel=channel,
                                             thread_ts=thread_ts, client=client), kind)
@@ -476,9 +500,6 @@ def _ignored_reason(body: dict[str, Any], req: AsyncBoltRequest, context: AsyncB
         return "no-user"
     if event.get("type") == "message" and event.get("channel_type") != "im":
         return "not-a-dm"
-    event_id = body.get("event_id")
-    if event_id and not bot.seen.add(str(event_id)):
-        return "duplicate"
     return None
 
 
@@ -518,6 +539,9 @@ def build_app(
     async def ignore_noise(req: AsyncBoltRequest, body: dict[str, Any], context: AsyncBoltContext,
                            next_: Callable[[], Awaitable[None]]) -> BoltResponse | None:
         reason = _ignored_reason(body, req, context, bot)
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if reason is None and event_id and not await bot.first_delivery(str(event_id)):
+            reason = "duplicate"  # another replica (or an earlier delivery) took it
         if reason is None:
             await next_()
             return None
@@ -531,18 +555,18 @@ def build_app(
         return await ack()
 
     async def on_mention(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
-        bot.on_question(kind="mention", text=clean_text(event.get("text", ""), context.bot_user_id),
+        await bot.on_question(kind="mention", text=clean_text(event.get("text", ""), context.bot_user_id),
                         user=event["user"], channel=event["channel"],
                         thread_ts=event.get("thread_ts") or event.get("ts"), client=client)
 
     async def on_dm(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
-        bot.on_question(kind="dm", text=clean_text(event.get("text", ""), context.bot_user_id),
+        await bot.on_question(kind="dm", text=clean_text(event.get("text", ""), context.bot_user_id),
                         user=event["user"], channel=event["channel"], thread_ts=event.get("thread_ts"),
                         client=client)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any], client: AsyncWebClient) -> None:
         user, channel = command.get("user_id", ""), command.get("channel_id", "")
-        verdict = bot.limiter.check(user)
+        verdict = await bot.check_rate(user)
         if not verdict.allowed:
             await ack(text=rate_limit_text(verdict.retry_in), response_type="ephemeral")
             log.info("slack answer", extra={"event": "slack", "kind": "command", "user": user,
@@ -591,17 +615,19 @@ def _heartbeat_path(config: BotConfig) -> Path:
     return config.state.directory() / "heartbeat"
 
 
-def _touch(path: Path) -> None:
+def _touch(path: Path, role: str | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{time.time():.0f}\n", encoding="utf-8")
+    path.write_text(f"{time.time():.0f}{' ' + role if role else ''}\n", encoding="utf-8")
 
 
-async def _heartbeat(path: Path, alive: Callable[[], Awaitable[bool]], every: float = 30.0) -> None:
-    """Touch ``path`` while the app is connected/serving (the Docker HEALTHCHECK reads its age)."""
+async def _heartbeat(path: Path, alive: Callable[[], Awaitable[bool]], every: float = 30.0,
+                     role: Callable[[], str | None] = lambda: None) -> None:
+    """Touch ``path`` while the app is connected/serving (the Docker HEALTHCHECK reads its age); the line
+    says ``leader`` or ``standby``."""
     while True:
         try:
             if await alive():
-                await asyncio.to_thread(_touch, path)
+                await asyncio.to_thread(_touch, path, role())
         except OSError as e:
             log.debug("heartbeat not written", extra={"reason": e.strerror})
         await asyncio.sleep(every)
@@ -612,9 +638,18 @@ async def health(_: web.Request) -> web.Response:
 
 
 def http_app(app: AsyncApp) -> web.Application:
-    """Bolt's aiohttp app on ``/slack/events`` (events, commands, interactivity) plus ``GET /healthz``."""
+    """Bolt's aiohttp app on ``/slack/events`` (events, commands, interactivity) plus ``GET /healthz``
+    (``ok``; ``ok leader`` / ``ok standby`` once the scheduler campaigns, also in ``X-Inferbot-Role``)."""
     web_app: web.Application = app.web_app(path="/slack/events")
-    web_app.router.add_get("/healthz", health)
+    bot = _BOTS.get(app)
+
+    async def health_role(request: web.Request) -> web.Response:
+        role = bot.role() if bot is not None else None
+        if role is None:
+            return await health(request)
+        return web.Response(text=f"ok {role}", headers={"X-Inferbot-Role": role})
+
+    web_app.router.add_get("/healthz", health_role)
     return web_app
 
 
@@ -677,8 +712,15 @@ async def serve(config: BotConfig, http: bool, host: str, port: int, *,
 async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: Tokens, client: AsyncWebClient,
                  stop: asyncio.Event) -> int:
     async with runtime(config) as rt:
+        from bot.replicas import open_leadership
+
+        leadership = await open_leadership(rt)  # the schema is checked/upgraded here: one line if it can't be
+        if isinstance(leadership, str):
+            print(f"inferbot: {leadership}", file=sys.stderr)
+            return EXIT_USAGE
         app = build_app(rt, config.slack, client=client, signing_secret=tokens.signing)
         bot = state_of(app)
+        bot.role = lambda: leadership.role
         cleanup: Callable[[], Awaitable[None]]
         alive: Callable[[], Awaitable[bool]]
         if http:
@@ -708,13 +750,13 @@ async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: To
             cleanup = handler.close_async
             alive = handler.client.is_connected
             log.info("serving", extra={"event": "serve", "mode": "socket"})
-        beat = asyncio.create_task(_heartbeat(_heartbeat_path(config), alive))
+        beat = asyncio.create_task(_heartbeat(_heartbeat_path(config), alive, role=bot.role))
         from bot.notifier_slack import SlackNotifier
         from bot.scheduler import BotScheduler
 
         # Restart issue: follow loads, watch for unplanned restarts, expire requests (jobs in the state DB).
         scheduler = BotScheduler(rt, rt.notifier or SlackNotifier(client))
-        await scheduler.start()
+        await scheduler.start(leadership=leadership)
         try:
             await stop.wait()
         finally:

@@ -66,6 +66,8 @@ class AccessPolicy(_Strict):
     confirm_ttl: Duration = 120.0
     cooldown: Duration = 600.0
     restart_command: str = "sudo -n systemctl restart -- {unit}"
+    # Run before the restart when the unit changed on disk without daemon-reload (fixed text, no placeholder).
+    reload_command: str = "sudo -n systemctl daemon-reload"
 
     @field_validator("restart_users")
     @classmethod
@@ -104,6 +106,16 @@ class AccessPolicy(_Strict):
             raise ValueError("restart_command must be one plain command (no ; & | $ ` < > or newlines)")
         return v
 
+    @field_validator("reload_command")
+    @classmethod
+    def _reload(cls, v: str) -> str:
+        # Fixed text from the operator: no placeholder at all, one plain command.
+        if "{" in v or "}" in v:
+            raise ValueError("reload_command takes no placeholders (it reloads systemd, not one unit)")
+        if not v.strip() or any(c in v for c in "\n\r`$;&|<>\"'\\"):
+            raise ValueError("reload_command must be one plain command (no quotes, ; & | $ ` < > or newlines)")
+        return v
+
 
 class Node(_Strict):
     """A GPU host reached over SSH."""
@@ -131,6 +143,23 @@ class Node(_Strict):
         return v
 
 
+class ReadinessSettings(_Strict):
+    """``[services.readiness]``: what must hold before a load is announced ready (issue 14)."""
+
+    smoke: bool = True  # one tiny completion from the node before the ✅
+    smoke_timeout: Duration = Field(default=30.0, gt=0, le=600)
+
+
+class AcceptanceSettings(_Strict):
+    """``[services.acceptance]``: an opt-in benchmark after each ✅ (and ``bench kimi`` on demand)."""
+
+    bench: bool = False
+    peak_concurrency: int = Field(default=64, ge=2, le=512)  # the second level; the first is always 1
+    regression_pct: float = Field(default=5.0, gt=0, le=100)
+    vllm: RemotePath | None = None  # the vllm executable on the node; default: the running server's own
+    timeout: Duration = Field(default=900.0, gt=0, le=7200)
+
+
 class Service(_Strict):
     """A vLLM server run by one systemd unit on one node."""
 
@@ -142,6 +171,8 @@ class Service(_Strict):
     log_file: RemotePath | None = None
     bench_dir: RemotePath | None = None
     access: AccessPolicy | None = None
+    readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
+    acceptance: AcceptanceSettings = Field(default_factory=AcceptanceSettings)
 
     @field_validator("api_key_env")
     @classmethod
@@ -156,6 +187,12 @@ class Service(_Strict):
         if v is not None and not API_URL_RE.match(v):
             raise ValueError(f"{v!r} is not an http(s) URL like 'http://127.0.0.1:8000'")
         return v.rstrip("/") if v else v
+
+    @model_validator(mode="after")
+    def _acceptance_needs_bench_dir(self) -> Service:
+        if self.acceptance.bench and not self.bench_dir:
+            raise ValueError("[services.acceptance] bench = true needs bench_dir (where --save-result writes)")
+        return self
 
 
 class SlackSettings(_Strict):
@@ -187,6 +224,8 @@ class WatchSettings(_Strict):
     poll: Duration = 15.0
     max_load: Duration = 3600.0
     enabled: bool = True
+    hung_after: Duration = 300.0  # requests running or waiting and no new tokens this long: "possibly hung"
+    unhealthy_polls: int = Field(default=2, ge=1, le=20)  # looks in a row with /health failing before ⚠️
 
 
 class StateSettings(_Strict):

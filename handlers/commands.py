@@ -10,7 +10,20 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from handlers import audit, changes, charts, gpus, logs, restart, restart_info, settings, status, throughput
+from handlers import (
+    audit,
+    bench_run,
+    changes,
+    charts,
+    gpus,
+    logs,
+    restart,
+    restart_info,
+    settings,
+    silence,
+    status,
+    throughput,
+)
 from handlers import help as help_handler
 from handlers.context import Context, Request
 from handlers.reply import Reply
@@ -108,6 +121,28 @@ async def _help(ctx: Context, req: Request) -> Reply:
 
 # Order matters: the first command whose pattern matches wins, so specific intents come first.
 COMMANDS: tuple[Command, ...] = (
+    # First: the reason after the duration is free text ("silence kimi 2h restart planned") and must not
+    # pick another command.
+    Command(
+        name="unsilence",
+        summary="end a silence now: notices of the service are posted again (allowed people only; audited)",
+        examples=("unsilence kimi",),
+        patterns=_p(r"^(please\s+)?(unsilence|un-silence|unmute)\b"),
+        keywords=("unsilence", "unmute"),
+        handler=silence.handle_unsilence,
+        restricted=True,
+    ),
+    Command(
+        name="silence",
+        summary="hold back a service's unplanned-restart, unhealthy and hung notices for a while (planned work; "
+                "allowed people only; audited)",
+        examples=("silence kimi 2h planned driver update",),
+        patterns=_p(r"^(please\s+)?(silence|mute)\b"),
+        keywords=("silence", "mute"),
+        handler=silence.handle_silence,
+        restricted=True,
+        args=("duration_s", "reason"),
+    ),
     # Before the restart commands: "clear the restart lock on kimi" names a lock, not a restart.
     Command(
         name="unlock",
@@ -137,6 +172,18 @@ COMMANDS: tuple[Command, ...] = (
         restricted=True,
         confirm=True,
         args=("force",),
+    ),
+    # Issue 14: "bench kimi" runs the acceptance benchmark (a request, not a question about results).
+    Command(
+        name="bench",
+        summary="run the acceptance benchmark on a service (guarded like a restart: allowed people, a confirmation)",
+        examples=("bench kimi", "run a benchmark on kimi"),
+        patterns=_p(r"^(?:please\s+)?(?:bench|run\s+(?:a\s+|an\s+|the\s+)?(?:acceptance\s+)?bench(?:mark)?)\b"
+                    r"(?!.*\b(?:chart|graph|plot|results?|numbers?|history)\b)"),
+        keywords=("bench",),
+        handler=bench_run.handle,
+        restricted=True,
+        confirm=True,
     ),
     # --- charts (issue 13): before "throughput", whose words (throughput, bench) they contain ---------
     Command(

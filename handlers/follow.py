@@ -10,29 +10,35 @@ the claim so the next poll retries.
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from config.models import Service
+from handlers.acceptance import after_ready
 from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration, remaining
 from handlers.context import Context
 from handlers.live import apply_history
 from handlers.notify import Notifier, dashboards_changed, jobs_of
 from handlers.reply import Reply, Section, Status
+from handlers.restart_diff import oom_leftover_sections
 from handlers.samples import record_samples
+from handlers.silence import silence_of, silence_words, suppress, was_suppressed
+from handlers.smoke import smoke_failure, smoke_gate, with_smoke
 from handlers.status import progress_bar
 from services.models import ServiceState
 from services.node.assemble import expected_model
-from services.node.probe import ProbeOptions
+from services.node.probe import NodeRaw, ProbeOptions
+from services.store.shared_state import audited, claim_progress_edit, forget_progress, release_progress_edit
 from services.store.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
 
 log = logging.getLogger("inferbot.follow")
 
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
-FAIL_PROBE = ProbeOptions(gpus=False, log_lines=20, http_timeout_s=3.0)
+# GPUs: an out-of-memory failure names the leftover vLLM processes that held them (issue 14).
+FAIL_PROBE = ProbeOptions(gpus=True, log_lines=20, http_timeout_s=3.0)
 # One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
 # samples behind charts.
 WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
@@ -52,8 +58,6 @@ CLAIM_STALE_S = 120.0
 """A notice claimed but not marked sent for this long belongs to a process that died mid-post."""
 LOCK_MARGIN_S = 900.0
 
-# Process-local pacing of progress edits: (monotonic time of the last edit, phase, invocation).
-_last_progress: dict[str, tuple[float, str | None, str | None]] = {}
 
 
 def follow_key(service: str, node: str) -> str:
@@ -107,7 +111,7 @@ async def start_follow(
 ) -> Follow:
     """Record a load to follow and schedule its polling (when a scheduler is running and ``schedule``)."""
     key = follow_key(service.name, service.node)
-    _last_progress.pop(key, None)
+    await forget_progress(_store(ctx), key)  # a new load: its first progress edit is not paced
     f = await _store(ctx).upsert_follow(
         key, service.name, service.node, service.unit, invocation_id, started_at, reason,
         thread_channel=thread_channel, thread_ts=thread_ts, progress_message_ts=None, request_id=request_id,
@@ -180,6 +184,7 @@ def failed_notice(f: Follow, reason: str, st: ServiceState | None, timed_out: bo
     sections = []
     if st is not None and st.logs:
         sections.append(Section(kind="code", title="Last journal lines", text="\n".join(st.logs[-20:])))
+    sections += oom_leftover_sections(reason, st)
     tries = [f"`logs {f.service}` for the whole story", f"`gpus on {f.node}` — leftover processes may hold memory",
              f"`status {f.service}`"]
     if timed_out:
@@ -280,22 +285,22 @@ async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: No
     store = _store(ctx)
     text = progress_text(f, st, now)
     reply = _progress_reply(f, text)
-    last = _last_progress.get(f.key)
     if f.progress_message_ts is None:
         sent = await post_once(store, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
         notice = await store.get_notice(f.key, "progress") if sent else None
         if notice is not None and notice.ts:
             await store.set_follow_message(f.key, notice.ts)
             f = f.model_copy(update={"progress_message_ts": notice.ts})
-            _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
+            await claim_progress_edit(store, f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now)  # just posted
         return f
-    if last is not None and last[1] == st.phase and time.monotonic() - last[0] < PROGRESS_MIN_INTERVAL_S:
+    # Pacing is a claim in the store: a new leader (or two pollers) never edits more often than this.
+    if not await claim_progress_edit(store, f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now):
         return f
     try:
         await notifier.update(channel, f.progress_message_ts, reply)
-        _last_progress[f.key] = (time.monotonic(), st.phase, f.invocation_id)
     except Exception:
         log.warning("updating the progress message of %s failed", f.key, exc_info=True)
+        await release_progress_edit(store, f.key)
     return f
 
 
@@ -305,6 +310,10 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
     if f.reason != "unplanned" or not channel or f.thread_ts:
         return f
     store = _store(ctx)
+    text = str(unplanned_notice(f).data["notice"])
+    if await was_suppressed(store, f.key, "unplanned") or \
+            await suppress(ctx, store, f.key, "unplanned", f.service, f.node, text, now):
+        return f  # silenced: audited instead; its load's ✅ is held back too (a ❌ is not)
     sent = await post_once(store, f.key, "unplanned", notifier, channel, None, unplanned_notice(f), now)
     notice = await store.get_notice(f.key, "unplanned") if sent else None
     if notice is not None and notice.ts:
@@ -313,7 +322,6 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
 
 
 def _stop(ctx: Context, key: str) -> None:
-    _last_progress.pop(key, None)
     jobs = jobs_of(ctx)
     if jobs is not None:
         jobs.stop_follow(key)
@@ -360,6 +368,8 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
             found = _not_started(f, now)
         else:
             found = _outcome(st, f, now, ctx.config.watch.max_load)
+        if found is not None and found[0] == "ready":  # issue 14: one tiny completion before the ✅
+            found = await smoke_gate(ctx, service, f, st)
         if found is None:
             if st.phase and not waiting_for_start:  # when each phase began: `chart loads`
                 await store.record_load_phase(f.service, f.node, _load_id(f), st.phase, now)
@@ -381,23 +391,32 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
     if outcome == "ready":
         durations = await store.load_durations(f.service, f.node, limit=2)
         previous = durations[1] if len(durations) > 1 else None
-        notice = ready_notice(f, decided.duration_s, previous)
+        notice = await with_smoke(ctx, f, ready_notice(f, decided.duration_s, previous))
     else:
         detail = await ctx.cluster.snapshot([service], [node], FAIL_PROBE)
         st = detail.services[0]
         if not reason:
-            reason = st.reason or outcome
+            reason = await smoke_failure(ctx, f) or st.reason or outcome
             if outcome == "timeout":
                 reason = f"timed out: not ready after {fmt_duration(ctx.config.watch.max_load)}"
         notice = failed_notice(f, reason, st, timed_out=outcome == "timeout")
 
     pending = False
-    for place, channel, thread in _places(ctx, f):
+    places = _places(ctx, f)
+    if f.reason == "unplanned" and outcome == "ready" and await was_suppressed(store, key, "unplanned"):
+        places = []  # the restart was silenced: so is the news that it loaded
+    for place, channel, thread in places:
         if notifier is None:
             pending = pending or not await store.notice_sent(key, place)
         elif await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
             pending = True
     line = str(notice.data.get("notice", notice.title))
+    if not pending and outcome == "ready" and notifier is not None:  # issue 14: the acceptance benchmark
+
+        async def post(place: str, channel: str, thread: str | None, reply: Reply) -> str | None:
+            return await post_once(store, key, place, notifier, channel, thread, reply, now)
+
+        pending = not await after_ready(ctx, service, f, _places(ctx, f), post)
     if pending:
         return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
     if await store.finish_follow(key, outcome, at=now):
@@ -430,6 +449,10 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
     """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
     store = _store(ctx)
     await _restart_over(store, f, outcome, now)
+    if f.request_id and f.reason == "restart" and not await audited(store, "restart.executed", f.request_id):
+        # The replica that ran the command died before writing it down; this load is its proof.
+        await record(ctx, "restart.executed", f.service, f.node, "recorded when the load ended: the bot that ran "
+                     "the restart stopped before writing it down", request_id=f.request_id, who="inferbot")
     await record(ctx, f"load.{outcome}", f.service, f.node, line, request_id=f.request_id,
                  who="inferbot", where=ctx.config.notify.channel or "inferbot")
     fresh = await store.get_follow(f.key)
@@ -450,10 +473,14 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
 # The unplanned-restart watcher
 
 
-async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[str]:
+WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]
+
+
+async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: WatchHook | None = None) -> list[str]:
     """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
 
     Returns the follow keys it started. The first observation of a unit only records a baseline.
+    ``after`` sees the same probe's states (the health watcher: ``handlers/health_watch.py``).
     """
     store = _store(ctx)
     node = ctx.config.node(node_name)
@@ -493,15 +520,21 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier) -> list[s
         if await store.lock_holder(lock_name(st.service, st.node), now) is not None:
             continue  # inferbot is restarting it right now
         if current is not None and st.invocation_id and current.invocation_id == st.invocation_id:
-            # The load inferbot already followed has now failed (same invocation): say so once.
-            await _post_late_failure(ctx, current, st, notifier, now)
+            # The load inferbot already followed (a restart by the bot, seen by the watcher only once it was
+            # over) is not news; when it has failed since, say so once.
+            if st.state == "failed":
+                await _post_late_failure(ctx, current, st, notifier, now)
             continue
         at = st.since if st.since is not None and now - st.since < timedelta(hours=1) else now
+        silenced = await silence_of(ctx, st.service, st.node)
         await record(ctx, "restart.unplanned", st.service, st.node,
                      f"MainPID {base.main_pid} → {st.main_pid}, NRestarts {base.n_restarts} → {st.restarts}, "
-                     f"{active_state}", who="unknown", where=node_name)
+                     f"{active_state}" + (f" ({silence_words(silenced)})" if silenced else ""),
+                     who="unknown", where=node_name)
         await start_follow(ctx, service, "unplanned", at, invocation_id=st.invocation_id or None)
         started.append(key)
+    if after is not None:
+        await after(ctx, states, raw, notifier)
     return started
 
 
@@ -515,5 +548,4 @@ async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier
 
 
 def reset_pacing() -> None:
-    """Forget progress pacing (tests, and a fresh start)."""
-    _last_progress.clear()
+    """Kept for callers: progress pacing lives in the store now (``services.store.shared_state``), per database."""

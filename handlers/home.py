@@ -21,6 +21,7 @@ from handlers.context import Asker, Context, Request
 from handlers.live import apply_history, record_snapshots
 from handlers.notify import groups_of
 from handlers.reply import Reply
+from handlers.silence import silences_now
 from services.access import check_restart_access
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
@@ -71,6 +72,9 @@ class ServiceCard(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     last_restart: LastRestart | None = None
     may_restart: bool = False  # for the person this dashboard is for
+    silenced_until: datetime | None = None  # `silence kimi 2h`: its notices are held back until then
+    silenced_by: str | None = None
+    silence_reason: str | None = None
 
     @property
     def key(self) -> str:
@@ -144,8 +148,16 @@ async def read_dashboard(ctx: Context) -> Dashboard:
         # The store only adds history (ETA, drift, last restart): never lose the dashboard to it.
         log.warning("state store unavailable; dashboard without history", exc_info=True)
     cards = [_card(st, now) for st in snap.services]
+    try:
+        silenced = {(s.service, s.node): s for s in await silences_now(ctx)}
+    except Exception:
+        log.warning("state store unavailable; dashboard without silences", exc_info=True)
+        silenced = {}
     for c in cards:
         c.last_restart = restarts.get((c.service, c.node))
+        s = silenced.get((c.service, c.node))
+        if s is not None:
+            c.silenced_until, c.silenced_by, c.silence_reason = s.until, s.by, s.reason or None
     cards.sort(key=order_key)
     problems = [NodeProblem(node=n.node, reason=n.error.reason if n.error else "no answer",
                             fix=n.error.fix if n.error else "")

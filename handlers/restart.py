@@ -36,13 +36,15 @@ from handlers.follow import (
 )
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
+from handlers.restart_diff import leftover_section, plan
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
 from services.node.restart import RestartResult, build_restart_command, execute_restart
 from services.store.store import LockRecord, RestartRequest, Store
 
-IMPACT_PROBE = ProbeOptions(gpus=False, metrics_samples=1, http_timeout_s=3.0)
+# GPUs: leftover vLLM processes outside the unit are listed in the confirmation (issue 14).
+IMPACT_PROBE = ProbeOptions(gpus=True, metrics_samples=1, http_timeout_s=3.0)
 log = logging.getLogger("inferbot.restart")
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"
@@ -253,6 +255,9 @@ async def impact(ctx: Context, service: Service, st: ServiceState | None) -> tup
             data["running"], data["waiting"] = t.running, t.waiting or 0
         else:
             fields.append(("requests", "unknown (no /metrics answer)"))
+    more_fields, more_data = plan(st, ctx.config.access_for(service))  # what the restart applies
+    fields += more_fields
+    data.update(more_data)
     durations = await store.load_durations(service.name, service.node, limit=1)
     if durations:
         prev = durations[0]
@@ -318,9 +323,11 @@ async def handle(ctx: Context, req: Request) -> Reply:
         text += " Forced: the cooldown is skipped (recorded as forced)."
     rule = " — and not the person who asked (two-person rule)" if policy.require_second_person else ""
     ttl = fmt_duration(policy.confirm_ttl)
+    left_sections, left_rows = leftover_section(st, service)
     sections = [
         Section(kind="text", text=text),
         Section(kind="fields", fields=fields),
+        *left_sections,
         Section(kind="context", text=f"Only people allowed to restart may confirm{rule}. "
                                      f"This request expires in {ttl} (at {hhmm(expires)})."),
     ]
@@ -330,7 +337,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     ]
     data = {"request_id": request_id, **base, **facts, "force": force, "expires_at": expires.isoformat(),
             "unavailable": unavailable, "requested_by": ctx.asker.user_id,
-            "require_second_person": policy.require_second_person}
+            "require_second_person": policy.require_second_person, "leftovers": left_rows}
     return Reply(intent="restart", title=f"Restart {service.name} on {service.node}?", status="warn",
                  sections=sections, actions=actions, data=data)
 
@@ -491,6 +498,8 @@ async def _current_invocation(ctx: Context, service: Service) -> str:
 
 def _exec_detail(result: RestartResult, forced: bool) -> str:
     parts = [f"`{result.command}`", f"exit {result.exit_status}"]
+    if result.reload_command:
+        parts.insert(0, f"`{result.reload_command}` first" + (" (failed)" if result.reload_failed else ""))
     if result.unreachable:
         parts.append(f"unreachable: {result.unreachable}")
     if result.start_limit_hit:

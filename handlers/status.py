@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from handlers.common import (
     PHASE_WORDS,
     STATE_STATUS,
@@ -14,9 +16,11 @@ from handlers.common import (
 from handlers.context import Context, Request
 from handlers.live import cards_reply, service_cards
 from handlers.reply import Reply, Section
+from handlers.silence import silence_sections, silences_now
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
 
+log = logging.getLogger("inferbot.status")
 # Two /metrics samples one second apart: enough to see tokens flowing (or a hung engine).
 STATUS_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=1.0)
 BAR_WIDTH = 20
@@ -81,4 +85,14 @@ async def handle(ctx: Context, req: Request) -> Reply:
     snap, sections, statuses = await service_cards(ctx, req, STATUS_PROBE, status_sections, record=True)
     ready = sum(1 for s in snap.services if s.state == "ready")
     title = f"Status — {ready}/{len(snap.services)} ready" if snap.services else "Status"
-    return cards_reply("status", title, snap, sections, statuses)
+    reply = cards_reply("status", title, snap, sections, statuses)
+    # Silences in force (issue 14): whose notices are held back, until when, why.
+    keys = [(s.name, s.node) for s in req.services]
+    try:
+        shown = [x for x in await silences_now(ctx) if (x.service, x.node) in keys]
+    except Exception:  # the store only adds the silences: never lose the status to it
+        log.debug("state store unavailable; status without silences", exc_info=True)  # said once already
+        shown = []
+    reply.sections += silence_sections(shown)
+    reply.data["silences"] = [x.model_dump(mode="json") for x in shown]
+    return reply

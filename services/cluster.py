@@ -145,3 +145,8 @@ def _api_key(service: Service) -> str | None:
 
 def _configured_secrets(services: Sequence[Service]) -> list[str]:
     return [k for k in (_api_key(s) for s in services) if k]
+
+
+def held_api_key(service: Service) -> str | None:
+    """The API key the bot holds for ``service``, if any (the smoke completion and the benchmark send it)."""
+    return _api_key(service)

@@ -280,6 +280,8 @@ class ServiceState(Model):
     throughput: Throughput | None = None
     bench: BenchSummary | None = None
     leftovers: list[GpuProcess] = Field(default_factory=list)
+    need_daemon_reload: bool = False  # the unit changed on disk and systemd was not reloaded
+    pending_changes: list[str] | None = None  # what a restart applies (running → unit on disk); None: unknown
     logs: list[str] | None = None
     served_models: list[str] | None = None  # ids and roots /v1/models listed (None: not asked)
     models_error: str | None = None  # why /v1/models could not confirm the model

@@ -16,6 +16,8 @@ from config.models import BotConfig, Node, Service
 from services.sim.node import SimNode
 from services.sim.scenarios import NodeScenario
 from tests.netguard import guard
+from tests.pg import PgServer, running_server
+from tests.pg import unavailable as pg_unavailable
 from tests.sshd import ClientKey, Sshd, login_user, sshd_available, start_sshd
 
 
@@ -24,6 +26,18 @@ def _loopback_only() -> Iterator[None]:
     """Every test fails if any code tries to reach an address outside loopback."""
     with guard():
         yield
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A real PostgreSQL server on 127.0.0.1 for the whole run (tests/pg.py); skipped where it can't run."""
+    why = pg_unavailable()
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    with running_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need, then runs ruff, mypy and pytest.
 # Debian packages (openssh-server for the real-sshd tests, curl used by the probe, systemd-container and
-# debootstrap for the real-systemd tier) are installed when running as root; otherwise it says which to install.
+# debootstrap for the real-systemd tier, postgresql for the store on PostgreSQL and the replica tests) are
+# installed when running as root; otherwise it says which to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,9 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ "$(id -u)" = 0 ]; then
   command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)
   command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  # The store and replica tests start a real PostgreSQL (tests/pg.py: initdb as inferbot-test, pg_ctl on
+  # 127.0.0.1); without root they skip with one line when it is not installed.
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then

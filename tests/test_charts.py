@@ -317,7 +317,8 @@ def test_chart_questions_route_to_the_charts_with_their_window(tmp_path: Path) -
         "chart bench kimi": ("chart_bench", None),
         "benchmark chart for kimi": ("chart_bench", None),
         "throughput kimi": ("throughput", None),  # no chart asked: the live numbers, as before
-        "bench kimi": ("throughput", None),
+        "bench kimi": ("bench", None),  # issue 14 makes `bench kimi` run the benchmark (was: throughput)
+        "benchmark kimi": ("throughput", None),
     }
     for text, (name, window) in cases.items():
         intent = route(text, cfg)

@@ -17,6 +17,7 @@ import pytest
 
 from services.models import ServiceState
 from services.store.store import JOBSTORE_TABLE, DiffItem, Store, diff_snapshots
+from tests.pg import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 2, 21, 13, 0, tzinfo=UTC)
@@ -36,9 +37,13 @@ def state(**kw: Any) -> ServiceState:
     return ServiceState(**base)
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'inferbot.sqlite3'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Every store test runs on a SQLite file and on a fresh database of a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'inferbot.sqlite3'}"
+    server: PgServer = request.getfixturevalue("pg_server")
+    return server.url(server.database())
 
 
 @pytest.fixture

@@ -338,6 +338,9 @@ def assemble(
         secret_vals += [v for k, v in e.items() if is_secret_name(k)]
     redactor.add(*secret_vals)
 
+    # What a restart would apply: running settings → the unit on disk (issue 14; None when unknown).
+    pending: list[str] = []
+    pending_known = False
     # The environment contract: names the service's own configuration sets, values the process got.
     declared_env = dict(unit_env)
     if cmd is not None and cmd.wrapper == "docker":
@@ -361,7 +364,11 @@ def assemble(
                 why = (f"the main process ({launcher}) changed it" if env_from_child
                        else "the unit was edited but the service not restarted")
                 warnings.append(f"{name} differs between the running process and the unit ({shown}): {why}")
+                if not env_from_child:
+                    pending.append(f"{name} {shown}")
             elif name not in process_env:
+                if not env_from_child:
+                    pending.append(f"{name} (unset) → " + (REDACTED if is_secret_name(name) else redactor.text(value)))
                 if env_from_child:
                     warnings.append(f"{name} is set in the unit but the vLLM process (PID {settings_pid}) does not "
                                     f"have it: the wrapper the unit starts ({launcher}) did not pass it on")
@@ -376,6 +383,8 @@ def assemble(
         )
     if running is not None and declared is not None and declared.wrapper != "unknown" and source != "vllm-log":
         diffs = _drift(running, declared, redactor)
+        pending_known = True
+        pending[:0] = diffs
         if diffs:
             warnings.append(
                 "the running server's flags differ from the unit file (edited but not restarted): "
@@ -459,6 +468,8 @@ def assemble(
         # Split on newlines only: a tqdm update starts with a carriage return but is part of its line.
         # One call for all lines, so a PEM key spread over several journal lines goes whole.
         st.logs = redactor.lines([line.replace("\r", " ").rstrip() for line in raw.logs.split("\n") if line.strip()])
+    st.need_daemon_reload = show.need_daemon_reload
+    st.pending_changes = [redactor.text(p) for p in pending] if pending_known else None
     if raw.bench_files:
         records: list[dict[str, object]] = []
         for path, text in raw.bench_files.items():

@@ -38,16 +38,24 @@ class RestartResult(Model):
     n_restarts: int = 0
     fix: str | None = None
     elapsed_s: float = 0.0
+    reload_command: str = ""  # run first because the unit changed on disk without daemon-reload
+    reload_failed: bool = False
 
     @property
     def ok(self) -> bool:
         """True when the command succeeded and systemd did not refuse the start."""
-        return self.unreachable is None and self.exit_status == 0 and not self.start_limit_hit
+        return (self.unreachable is None and self.exit_status == 0 and not self.start_limit_hit
+                and not self.reload_failed)
 
     def summary(self) -> str:
         """One line for people: what failed and why (or "exit 0")."""
         if self.unreachable:
             return f"the node could not be reached: {self.unreachable}"
+        if self.reload_failed:
+            err = self.stderr.strip().splitlines()
+            said = f": {err[-1]}" if err else ""
+            return (f"the unit changed on disk, and reloading systemd first (`{self.reload_command}`) failed with "
+                    f"status {self.exit_status}{said} — nothing was restarted")
         if self.start_limit_hit:
             return (f"systemd refused to start {self.command.split()[-1]}: it was started too often in a short "
                     "time (Result=start-limit-hit)")
@@ -65,10 +73,44 @@ def build_restart_command(policy: AccessPolicy, service: Service) -> str:
     return policy.restart_command.format(unit=shlex.quote(service.unit))
 
 
+def build_reload_command(policy: AccessPolicy) -> str:
+    """The exact remote daemon-reload command: the config's fixed ``reload_command`` (validated, no placeholder)."""
+    return policy.reload_command
+
+
+async def _reload_if_needed(pool: NodePool, node: Node, service: Service, policy: AccessPolicy,
+                            out: RestartResult) -> bool:
+    """Reload systemd first when the unit changed on disk (NeedDaemonReload=yes, asked on the node right now).
+
+    False when the reload was needed and failed (``out`` says why); the restart must not run then.
+    """
+    shown = await pool.run(node, f"systemctl show -p NeedDaemonReload -- {shlex.quote(service.unit)}")
+    if not parse_show(shown.stdout).need_daemon_reload:
+        return True
+    out.reload_command = build_reload_command(policy)
+    done = await pool.run(node, out.reload_command, limit_s=max(node.timeout, RESTART_LIMIT_S))
+    if done.exit_status == 0:
+        return True
+    out.reload_failed = True
+    out.exit_status = done.exit_status
+    out.stderr = redact_patterns(done.stderr)[-2000:]
+    return False
+
+
 async def execute_restart(pool: NodePool, node: Node, service: Service, policy: AccessPolicy) -> RestartResult:
-    """Run the restart command once (never retried), then read the unit's state once."""
+    """Run the restart command once (never retried), then read the unit's state once.
+
+    When the unit changed on disk without ``daemon-reload``, the configured ``reload_command`` runs first,
+    so the restart starts what is on disk.
+    """
     command = build_restart_command(policy, service)
     out = RestartResult(command=command)
+    try:
+        if not await _reload_if_needed(pool, node, service, policy, out):
+            return out
+    except NodeUnreachable as e:
+        out.unreachable = e.error.reason
+        return out
     try:
         done = await pool.run(node, command, limit_s=max(node.timeout, RESTART_LIMIT_S))
     except NodeUnreachable as e:

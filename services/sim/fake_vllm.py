@@ -47,6 +47,7 @@ class Profile:
     fail_shard: int | None
     exit_code: int
     health_503_after_s: float | None
+    engine_death_exit: int | None
     hang_connections: bool
     started_ago_s: float
     traffic_tps: float
@@ -61,6 +62,8 @@ class Profile:
     gpu_total_mib: int
     gpu_uuids: list[str]
     served_max_model_len: int | None
+    completion_fail: bool
+    completion_hang: bool
 
     def __init__(self, data: dict[str, Any]) -> None:
         missing = set(type(self).__annotations__) - set(data)
@@ -249,6 +252,11 @@ class FakeVllm:
         self.itl_count = 0
         self.mem_mib = 0.0
         self.ready_at = 0.0
+        # Live changes to a running server (SimNode.set_live): a JSON file next to the profile.
+        self.live_path = Path(env["INFERBOT_SIM_PROFILE"] + ".live") if env.get("INFERBOT_SIM_PROFILE") else None
+        self.live_mtime = -1
+        self.base_hung = profile.hung
+        self.health_override: int | None = None
 
     # -- output ------------------------------------------------------------------------------------------
     def _write(self, data: str) -> None:
@@ -543,6 +551,8 @@ class FakeVllm:
     async def h_health(self, request: Any) -> Any:
         from aiohttp import web
 
+        if self.health_override is not None:
+            return web.Response(status=self.health_override)
         return web.Response(status=503 if self.engine_dead else 200)
 
     async def h_version(self, request: Any) -> Any:
@@ -580,6 +590,8 @@ class FakeVllm:
             return web.json_response({"error": "Unauthorized"}, status=401)
         if self.engine_dead:
             return web.json_response({"error": "EngineCore encountered an issue."}, status=500)
+        if request.path == "/v1/completions":
+            return await self.h_text_complete(request)
         self.prompt_tokens += 20
         self.gen_tokens += 16
         self.requests_ok += 1
@@ -587,6 +599,37 @@ class FakeVllm:
                                   "model": self.name, "choices": [{"index": 0, "finish_reason": "length",
                                   "message": {"role": "assistant", "content": "simulated " * 16}}],
                                   "usage": {"prompt_tokens": 20, "completion_tokens": 16, "total_tokens": 36}})
+
+    async def h_text_complete(self, request: Any) -> Any:
+        """``/v1/completions`` in vLLM's shape; the profile can make it fail (500) or hang."""
+        from aiohttp import web
+
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        if self.p.completion_hang:
+            await asyncio.sleep(3600)
+        if self.p.completion_fail:
+            self.log(time.time(), "api", "Error in completion: CUDA error: an illegal memory access was encountered",
+                     level="ERROR", src="serving_completion.py:312")
+            return web.json_response({"error": {
+                "message": "CUDA error: an illegal memory access was encountered", "type": "InternalServerError",
+                "param": None, "code": 500}}, status=500)
+        if body.get("model") not in (self.sa.served or [self.sa.model]):
+            return web.json_response({"error": {
+                "message": f"The model `{body.get('model')}` does not exist.", "type": "NotFoundError",
+                "param": "model", "code": 404}}, status=404)
+        n = max(1, min(int(body.get("max_tokens") or 16), 4096))
+        await asyncio.sleep(0.04 + 0.002 * n)  # prefill, then each token: benchmarks measure a real rate
+        self.prompt_tokens += 20
+        self.gen_tokens += n
+        self.requests_ok += 1
+        return web.json_response({"id": f"cmpl-{os.urandom(8).hex()}", "object": "text_completion",
+                                  "created": int(time.time()), "model": body.get("model"),
+                                  "choices": [{"index": 0, "text": " simulated" * n, "logprobs": None,
+                                               "finish_reason": "length", "stop_reason": None}],
+                                  "usage": {"prompt_tokens": 20, "completion_tokens": n, "total_tokens": 20 + n}})
 
     async def h_metrics(self, request: Any) -> Any:
         from aiohttp import web
@@ -663,6 +706,7 @@ class FakeVllm:
             now = time.time()
             dt = now - last_t
             last_t = now
+            self.apply_live(now)
             if dead_at is not None and now >= dead_at and not self.engine_dead:
                 self.die_engine(now)
             flowing = (tps > 0 or p.hung) and not self.engine_dead
@@ -698,6 +742,25 @@ class FakeVllm:
                 prev_zero = zero
                 last_stats, last_prompt, last_gen = now, self.prompt_tokens, self.gen_tokens
 
+    def apply_live(self, now: float) -> None:
+        """Read the live file when it changed: ``hung``, ``health_status`` (None: normal), ``die`` (engine now)."""
+        if self.live_path is None:
+            return
+        try:
+            mtime = self.live_path.stat().st_mtime_ns
+            # Written before this process started: meant for an earlier run.
+            data = json.loads(self.live_path.read_text()) if mtime >= self.real_start * 1e9 else {}
+        except (OSError, ValueError):
+            mtime, data = 0, {}
+        if mtime == self.live_mtime:
+            return
+        self.live_mtime = mtime
+        self.p.hung = bool(data.get("hung", self.base_hung))
+        status = data.get("health_status")
+        self.health_override = int(status) if isinstance(status, int) else None
+        if data.get("die") and not self.engine_dead:
+            self.die_engine(now)
+
     def die_engine(self, now: float) -> None:
         self.engine_dead = True
         self.log(now, "engine", "EngineCore encountered a fatal error.", level="ERROR", src="core.py:811")
@@ -713,6 +776,19 @@ class FakeVllm:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.control(phase="engine_dead")
+        if self.p.engine_death_exit is not None:
+            # vLLM's API server shuts itself down once its engine is dead, and exits with status 0: a unit
+            # with Restart=on-failure is then simply stopped.
+            self.log(now, "api", "Engine core proc EngineCore_0 died unexpectedly, shutting down client.",
+                     level="ERROR", src="core_client.py:564")
+            self.uvicorn(now, "Shutting down")
+            self.uvicorn(now, "Waiting for application shutdown.")
+            self.uvicorn(now, "Application shutdown complete.")
+            self.uvicorn(now, f"Finished server process [{self.pid}]")
+            self.kill_children(signal.SIGKILL)
+            self.control(phase="exited")
+            time.sleep(0.05)  # let the node's pump read the last lines
+            os._exit(self.p.engine_death_exit)
 
     async def shutdown(self) -> None:
         if self.stopping:
@@ -789,6 +865,80 @@ def _go(value: float) -> str:
     return s
 
 
+def fake_bench(args: list[str]) -> int:
+    """``vllm bench serve``: really sends the requests to the server, then saves a result in vLLM's format."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="vllm bench serve")
+    for name in ("--backend", "--base-url", "--endpoint", "--model", "--served-model-name", "--dataset-name",
+                 "--label", "--result-dir", "--result-filename"):
+        ap.add_argument(name)
+    for name in ("--random-input-len", "--random-output-len", "--num-prompts", "--max-concurrency", "--seed"):
+        ap.add_argument(name, type=int)
+    ap.add_argument("--save-result", action="store_true")
+    a, _unknown = ap.parse_known_args(args)
+    return asyncio.run(_bench(a))
+
+
+async def _bench(a: Any) -> int:
+    import aiohttp
+
+    key = os.environ.get("OPENAI_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    url = (a.base_url or "http://127.0.0.1:8000").rstrip("/") + (a.endpoint or "/v1/completions")
+    name = a.served_model_name or a.model
+    n, conc, out_len = a.num_prompts or 1000, a.max_concurrency or 1, a.random_output_len or 128
+    body = {"model": name, "prompt": "hi " * 16, "max_tokens": out_len, "temperature": 0}
+    tokens: list[int] = []
+    errors: list[str] = []
+    gate = asyncio.Semaphore(conc)
+    async with aiohttp.ClientSession() as session:
+
+        async def one() -> None:
+            async with gate, session.post(url, json=body, headers=headers) as r:
+                data = await r.json(content_type=None)
+                if r.status == 200:
+                    tokens.append(int(data["usage"]["completion_tokens"]))
+                else:
+                    errors.append(str(data))
+
+        try:
+            await one()  # vLLM's initial test run
+        except aiohttp.ClientError as e:
+            errors.append(repr(e))
+        if errors:
+            print("Traceback (most recent call last):", file=sys.stderr)
+            print(f"ValueError: Initial test run failed - Please make sure benchmark arguments are correctly "
+                  f"specified. Error: {errors[0]}", file=sys.stderr)
+            return 1
+        tokens.clear()
+        started = time.monotonic()
+        await asyncio.gather(*(one() for _ in range(n)), return_exceptions=True)
+        duration = max(time.monotonic() - started, 1e-6)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    label = a.label or a.backend or "openai"
+    result = {
+        "date": stamp, "endpoint_type": a.backend or "openai", "backend": a.backend or "openai", "label": label,
+        "model_id": a.model, "tokenizer_id": a.model, "num_prompts": n, "request_rate": "inf", "burstiness": 1.0,
+        "max_concurrency": a.max_concurrency, "duration": round(duration, 6), "completed": len(tokens),
+        "failed": n - len(tokens), "total_input_tokens": n * (a.random_input_len or 1024),
+        "total_output_tokens": sum(tokens), "request_throughput": round(len(tokens) / duration, 6),
+        "request_goodput": None, "output_throughput": round(sum(tokens) / duration, 4),
+        "total_token_throughput": round(sum(tokens) / duration * 1.5, 4),
+        "max_output_tokens_per_s": round(sum(tokens) / duration * 1.2, 1), "max_concurrent_requests": conc,
+    }
+    print("============ Serving Benchmark Result ============")
+    print(f"Successful requests:                     {len(tokens)}")
+    print(f"Output token throughput (tok/s):         {result['output_throughput']:.2f}")
+    if a.save_result:
+        base = a.model.rsplit("/", 1)[-1]
+        fname = a.result_filename or f"{label}-infqps-concurrency{conc}-{base}-{stamp}.json"
+        target = Path(a.result_dir or ".") / fname
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(result))
+    return 0
+
+
 def main() -> int:
     prog = os.path.basename(sys.argv[0])
     args = sys.argv[1:]
@@ -799,6 +949,8 @@ def main() -> int:
         sa, docker_env = parse_docker_run(args)
         env.update(docker_env)
     else:
+        if args[:2] == ["bench", "serve"]:
+            return fake_bench(args[2:])
         if args[:1] == ["--version"]:
             print("0.20.1")
             return 0

@@ -331,6 +331,14 @@ class SimNode:
             load_state="loaded" if u.loaded else "not-found",
         )  # fmt: skip
 
+    def set_live(self, unit: str, **changes: object) -> None:
+        """Change the running fake vLLM of ``unit`` now: ``hung``, ``health_status`` (503…; None: normal), ``die``."""
+        path = self.root / "var/lib/inferbot-sim" / f"{unit}.json.live"
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data.pop("die", None)  # a one-off, not a state
+        data.update(changes)
+        _write_atomic(path, json.dumps(data))
+
     def set_hung_systemctl(self, hung: bool) -> None:
         self._flag("hung_systemctl", hung)
 

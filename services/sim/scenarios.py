@@ -38,6 +38,7 @@ class LoadProfile(_M):
     fail_shard: int | None = None  # shard at which "oom" happens (default: half way)
     exit_code: int = 1
     health_503_after_s: float | None = None  # engine dies this long after ready; API stays up (503)
+    engine_death_exit: int | None = None  # after the engine died the API server exits with this status (vLLM: 0)
     hang_connections: bool = False  # during the load the port accepts TCP but never answers
     started_ago_s: float = 0.0  # first start only: the load began this long ago (backdated)
     traffic_tps: float = 0.0  # generation tokens/s once ready
@@ -50,6 +51,8 @@ class LoadProfile(_M):
     old_metric_names: bool = False  # vllm:gpu_cache_usage_perc / vllm:time_per_output_token_seconds
     shutdown_s: float = 0.3  # after SIGTERM: keeps answering this long, then exits 0
     served_max_model_len: int | None = None  # /v1/models reports this (vLLM auto-fit), not --max-model-len
+    completion_fail: bool = False  # once ready, /v1/completions answers 500 with vLLM's error body
+    completion_hang: bool = False  # once ready, /v1/completions never answers
     # Filled in by the node (not a knob): the GPU size, so memory can follow --gpu-memory-utilization.
     gpu_total_mib: int = 97887
     gpu_uuids: list[str] = Field(default_factory=list)

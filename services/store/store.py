@@ -55,8 +55,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 from sqlalchemy.types import TypeDecorator
 
@@ -66,6 +66,7 @@ __all__ = [
     "JOBSTORE_TABLE",
     "REQUEST_TRANSITIONS",
     "AuditEntry",
+    "BenchRun",
     "DiffItem",
     "Follow",
     "LoadOutcome",
@@ -76,6 +77,7 @@ __all__ = [
     "RequestState",
     "RestartRecord",
     "RestartRequest",
+    "SmokeCheck",
     "Snapshot",
     "Store",
     "WatchState",
@@ -250,6 +252,32 @@ class Notice(_Record):
     claimed_at: datetime
     sent_at: datetime | None = None
     ts: str | None = None
+
+
+class SmokeCheck(_Record):
+    """The smoke completion of one load: ok (with the time to the first token), failed or skipped."""
+
+    service: str
+    node: str
+    invocation_id: str
+    outcome: str
+    ttft_s: float | None = None
+    detail: str = ""
+    at: datetime
+
+
+class BenchRun(_Record):
+    """One acceptance benchmark: running, or done/failed with the notice it ended with."""
+
+    id: str
+    service: str
+    node: str
+    state: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    text: str | None = None
+    status: str | None = None
+    data: dict[str, Any] | None = None
 
 
 class WatchState(_Record):
@@ -507,6 +535,35 @@ load_phases = Table(
     Column("first_seen_at", UTCDateTime, nullable=False),
 )
 
+smoke_checks = Table(
+    # The smoke completion of one load (issue 14): its outcome decides the ✅, and a bot started again
+    # rebuilds the notice from it. The first result recorded for a load wins.
+    "inferbot_smoke_checks", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("invocation_id", String(200), primary_key=True),
+    Column("outcome", String(20), nullable=False),
+    Column("ttft_s", Float),
+    Column("detail", Text, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+)
+
+bench_runs = Table(
+    # Acceptance benchmarks (issue 14): after a ✅ (id "ready:<follow key>:<load id>") or asked with
+    # `bench kimi` (the request id). Claimed by an insert, so each runs once; the notice text is kept for
+    # the posts that must be retried.
+    "inferbot_bench_runs", metadata,
+    Column("id", String(400), primary_key=True),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("state", String(20), nullable=False),  # running | done | failed
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("finished_at", UTCDateTime),
+    Column("text", Text),
+    Column("status", String(20)),
+    Column("data", JSON),
+)
+
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -565,11 +622,18 @@ def _mean(values: Sequence[float | None]) -> float | None:
 
 
 class Store:
-    """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use."""
+    """The bot's state database. Construct with a SQLAlchemy URL; no I/O happens until first use.
 
-    def __init__(self, url: str, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
-        self._url = url
+    A :class:`~sqlalchemy.engine.URL` object may carry a password (``services.store.db_url``): it is used to
+    connect and never shown (:attr:`url` prints ``***``). The schema is upgraded with Alembic on first use
+    (``services.store.migrate``); a schema newer than this code raises ``services.store.migrate.SchemaTooNew``.
+    """
+
+    def __init__(self, url: str | URL, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
         parsed = make_url(url)
+        self._url_obj = parsed
+        self._url = url if isinstance(url, str) and not parsed.password else parsed.render_as_string()
+        self.schema_version: str | None = None  # set once the schema is checked and upgraded
         self._sqlite = parsed.get_backend_name() == "sqlite"
         database = parsed.database or ""
         self._memory = self._sqlite and (database in ("", ":memory:") or database.startswith("file::memory:"))
@@ -591,7 +655,13 @@ class Store:
 
     def _make_engine(self) -> Engine:
         if not self._sqlite:
-            return create_engine(self._url, pool_pre_ping=True)
+            # pre-ping: a connection the server (or a failover) dropped is replaced, not handed out.
+            # keepalives / tcp_user_timeout: a query to a database that went silent (partition) fails
+            # within ~10 s instead of holding a worker thread for the kernel's retransmission timeout.
+            return create_engine(self._url_obj, pool_pre_ping=True, pool_size=8, max_overflow=16,
+                                 connect_args={"connect_timeout": 5, "application_name": "inferbot",
+                                               "keepalives": 1, "keepalives_idle": 4, "keepalives_interval": 2,
+                                               "keepalives_count": 2, "tcp_user_timeout": 8000})
         connect_args: dict[str, Any] = {"check_same_thread": False, "timeout": self._busy_timeout_s}
         if self._memory:
             engine = create_engine(self._url, connect_args=connect_args, poolclass=StaticPool)
@@ -632,11 +702,10 @@ class Store:
         with self._init_lock:
             if self._initialised:
                 return
-            try:
-                metadata.create_all(self._engine)
-            except (OperationalError, ProgrammingError, IntegrityError):
-                # Another process created the tables at the same moment (PostgreSQL): check again.
-                metadata.create_all(self._engine)
+            from services.store.migrate import upgrade  # the migrations import this module's tables
+
+            with self._engine.begin() as conn:  # BEGIN IMMEDIATE on SQLite: one migrating process at a time
+                self.schema_version = upgrade(conn, self.describe())
             self._initialised = True
 
     @contextlib.contextmanager
@@ -668,8 +737,61 @@ class Store:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     def jobstore_url(self) -> str:
-        """The database URL for APScheduler's ``SQLAlchemyJobStore`` (use table :data:`JOBSTORE_TABLE`)."""
-        return self._url
+        """The database URL for APScheduler's ``SQLAlchemyJobStore`` (use table :data:`JOBSTORE_TABLE`).
+
+        It holds the password, if any: hand it to SQLAlchemy only, never print it.
+        """
+        return self._url_obj.render_as_string(hide_password=False)
+
+    @property
+    def sqlalchemy_url(self) -> URL:
+        """The URL to connect with (password included; its ``str`` hides it)."""
+        return self._url_obj
+
+    @property
+    def is_postgres(self) -> bool:
+        """True when the state lives in PostgreSQL (replicas possible), False for SQLite."""
+        return self._url_obj.get_backend_name() == "postgresql"
+
+    def describe(self) -> str:
+        """Where the state lives, for people (never the password)."""
+        from services.store.db_url import describe
+
+        return describe(self._url_obj)
+
+    async def prepare(self) -> str:
+        """Connect, check and upgrade the schema now (instead of on first use); returns the schema version."""
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        await self._run(self._ensure_schema)
+        assert self.schema_version is not None
+        return self.schema_version
+
+    async def schema_status(self) -> tuple[str | None, str]:
+        """(the database's schema version or None, the newest this code knows), upgrading nothing."""
+        from services.store.migrate import current_version, head_version
+
+        def status() -> tuple[str | None, str]:
+            with self._engine.connect() as conn:
+                return current_version(conn), head_version()
+
+        return await self._run(status)
+
+    async def run_write(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` in a write transaction (``BEGIN IMMEDIATE`` on SQLite) in a worker thread."""
+        def write() -> T:
+            with self._write() as conn:
+                return fn(conn)
+
+        return await self._run(write)
+
+    async def run_read(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(conn)`` in a read-only transaction in a worker thread."""
+        def read() -> T:
+            with self._read() as conn:
+                return fn(conn)
+
+        return await self._run(read)
 
     @property
     def url(self) -> str:
@@ -1505,6 +1627,59 @@ class Store:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
+
+
+    # ---- smoke completions (issue 14) ------------------------------------------------------------
+
+    async def record_smoke(self, service: str, node: str, invocation_id: str, outcome: str, ttft_s: float | None,
+                           detail: str, at: datetime) -> SmokeCheck:
+        """Record the smoke completion of one load (``detail`` already redacted); the first record wins."""
+        values = {"service": service, "node": node, "invocation_id": invocation_id, "outcome": outcome,
+                  "ttft_s": ttft_s, "detail": detail, "at": _aware(at, "at")}
+        await self._run(self._insert_once, smoke_checks, values)
+        found = await self.get_smoke(service, node, invocation_id)
+        assert found is not None
+        return found
+
+    async def get_smoke(self, service: str, node: str, invocation_id: str) -> SmokeCheck | None:
+        """The smoke completion recorded for one load, if any."""
+        return await self._run(self._get_smoke, service, node, invocation_id)
+
+    def _get_smoke(self, service: str, node: str, invocation_id: str) -> SmokeCheck | None:
+        c = smoke_checks.c
+        with self._read() as conn:
+            row = conn.execute(select(smoke_checks).where(c.service == service, c.node == node,
+                                                          c.invocation_id == invocation_id)).first()
+        return None if row is None else SmokeCheck.model_validate(_row(row))
+
+
+    # ---- acceptance benchmarks (issue 14) --------------------------------------------------------
+
+    async def claim_bench_run(self, run_id: str, service: str, node: str, at: datetime) -> bool:
+        """Claim the benchmark ``run_id`` (state running); True exactly once, across processes."""
+        values = {"id": run_id, "service": service, "node": node, "state": "running", "started_at": _aware(at, "at")}
+        return await self._run(self._insert_once, bench_runs, values)
+
+    async def finish_bench_run(self, run_id: str, state: str, text: str, status: str, data: Mapping[str, Any],
+                               at: datetime) -> bool:
+        """Record the end of a running benchmark; True for the call that ended it."""
+        return await self._run(self._finish_bench_run, run_id, state, text, status, dict(data), _aware(at, "at"))
+
+    def _finish_bench_run(self, run_id: str, state: str, text: str, status: str, data: dict[str, Any],
+                          at: datetime) -> bool:
+        with self._write() as conn:
+            query = update(bench_runs).where(bench_runs.c.id == run_id, bench_runs.c.state == "running")
+            return conn.execute(query.values(state=state, text=text, status=status, data=data,
+                                             finished_at=at)).rowcount == 1
+
+    async def get_bench_run(self, run_id: str) -> BenchRun | None:
+        """The benchmark ``run_id``, if claimed."""
+        return await self._run(self._get_bench_run, run_id)
+
+    def _get_bench_run(self, run_id: str) -> BenchRun | None:
+        with self._read() as conn:
+            row = conn.execute(select(bench_runs).where(bench_runs.c.id == run_id)).first()
+        return None if row is None else BenchRun.model_validate(_row(row))
 
 
 def _retry_locked(fn: Callable[[], object], timeout_s: float) -> None:

@@ -126,6 +126,7 @@ async def test_serve_socket_mode_end_to_end_without_secrets_in_logs(tmp_path, mo
     stop.set()
     assert await asyncio.wait_for(task, 5) == 0
     assert (tmp_path / "state" / "heartbeat").exists()
+    assert (tmp_path / "state" / "heartbeat").read_text().split()[1:] == ["leader"]  # SQLite: the sole leader
     json_logs, raw = json_logs
     text = "\n".join(json_logs)
     assert not [r for r in raw if "SecretBotTokenValue" in r or "SecretAppTokenValue" in r]
@@ -148,7 +149,7 @@ async def test_serve_http_mode_end_to_end(tmp_path, monkeypatch, fake_slack: Fak
         for _ in range(100):
             try:
                 async with s.get(base + "/healthz") as r:
-                    assert r.status == 200 and await r.text() == "ok"
+                    assert r.status == 200 and await r.text() == "ok leader"  # issue 12: the role (SQLite: leader)
                     break
             except aiohttp.ClientConnectionError:
                 await asyncio.sleep(0.02)

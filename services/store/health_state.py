@@ -1,0 +1,152 @@
+"""Durable state of the health watcher and of silences: two tables next to the store's own.
+
+The health watcher (``handlers/health_watch.py``) remembers per service what it saw last (the start it
+is about, whether that start was ever ready, when the generation counter last moved, which notice
+episodes are open); a silence (``silence kimi 2h``) is one row per service. Both live in the state
+database, so a bot that is restarted carries on where it was and never posts a notice twice.
+
+The tables sit on the store's SQLAlchemy ``metadata`` (one schema) and are created on first use.
+"""
+
+from __future__ import annotations
+
+import weakref
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import JSON, Column, String, Table, Text, delete, select
+
+from services.store.store import Store, UTCDateTime, metadata
+
+__all__ = ["HealthMemo", "Silence", "active_silence", "active_silences", "clear_silence", "get_memo",
+           "set_memo", "set_silence"]
+
+silences = Table(
+    "inferbot_silences", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("until", UTCDateTime, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("by", String(200), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+)
+
+health_memos = Table(
+    "inferbot_health_watch", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("data", JSON, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+_schema_ready: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+class Silence(BaseModel):
+    """Notices about ``service`` on ``node`` that are suppressed until ``until`` (asked by ``by``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    service: str
+    node: str
+    until: datetime
+    reason: str = ""
+    by: str = ""
+    at: datetime
+
+
+class HealthMemo(BaseModel):
+    """What the health watcher remembers about one service between two looks."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    invocation: str = ""  # the start (systemd InvocationID) this memo is about
+    main_pid: int = 0
+    active_state: str = ""
+    ready_seen: bool = False  # /health answered 200 in this start
+    bad_polls: int = 0  # consecutive looks with the main process alive and /health not 200
+    unhealthy_since: datetime | None = None  # the open unhealthy episode (its ⚠️ posted or suppressed)
+    unhealthy_reason: str = ""
+    unhealthy_silenced: bool = False
+    gen_total: float | None = None  # vllm:generation_tokens_total at the last look
+    gen_changed_at: datetime | None = None  # when it last moved (or the server was last idle)
+    hung_since: datetime | None = None  # the open "possibly hung" episode
+    hung_silenced: bool = False
+    stop_checked: str = ""  # the start whose end was already examined (engine death with exit 0)
+    stop_error: str = ""  # that start's engine died and the unit stopped with exit 0: its ❌ is due
+    stop_place: str = ""  # the notice place of that ❌
+
+
+def _ensure(store: Store) -> None:
+    if store in _schema_ready:
+        return
+    with store._guard():  # an in-memory database has one shared connection: take its turn
+        metadata.create_all(store._engine, tables=[silences, health_memos])
+    _schema_ready.add(store)
+
+
+def _key(service: str, node: str) -> dict[str, Any]:
+    return {"service": service, "node": node}
+
+
+async def _upsert(store: Store, table: Table, service: str, node: str, values: dict[str, Any]) -> None:
+    def run() -> None:
+        _ensure(store)
+        store._upsert(table, _key(service, node), values)
+
+    await store._run(run)
+
+
+async def get_memo(store: Store, service: str, node: str) -> HealthMemo | None:
+    """The health watcher's memo of service@node, if it looked before."""
+    def run() -> HealthMemo | None:
+        _ensure(store)
+        with store._read() as conn:
+            row = conn.execute(select(health_memos.c.data).where(health_memos.c.service == service,
+                                                                  health_memos.c.node == node)).first()
+        return None if row is None else HealthMemo.model_validate(row[0])
+
+    return await store._run(run)
+
+
+async def set_memo(store: Store, service: str, node: str, memo: HealthMemo, now: datetime) -> None:
+    """Replace the memo of service@node."""
+    await _upsert(store, health_memos, service, node, {"data": memo.model_dump(mode="json"), "updated_at": now})
+
+
+async def set_silence(store: Store, silence: Silence) -> None:
+    """Silence (or re-silence, replacing the old end) one service."""
+    await _upsert(store, silences, silence.service, silence.node,
+                  {"until": silence.until, "reason": silence.reason, "by": silence.by, "at": silence.at})
+
+
+async def clear_silence(store: Store, service: str, node: str) -> Silence | None:
+    """End the silence of service@node now; returns the row removed (None: there was none)."""
+    def run() -> Silence | None:
+        _ensure(store)
+        with store._write() as conn:
+            row = conn.execute(select(silences).where(silences.c.service == service,
+                                                      silences.c.node == node)).first()
+            if row is None:
+                return None
+            conn.execute(delete(silences).where(silences.c.service == service, silences.c.node == node))
+        return Silence.model_validate(dict(row._mapping))
+
+    return await store._run(run)
+
+
+async def active_silences(store: Store, now: datetime) -> list[Silence]:
+    """Every silence that has not ended at ``now``, soonest end first."""
+    def run() -> list[Silence]:
+        _ensure(store)
+        with store._read() as conn:
+            rows = conn.execute(select(silences).where(silences.c.until > now).order_by(silences.c.until)).all()
+        return [Silence.model_validate(dict(r._mapping)) for r in rows]
+
+    return await store._run(run)
+
+
+async def active_silence(store: Store, service: str, node: str, now: datetime) -> Silence | None:
+    """The silence of service@node in force at ``now``, if any."""
+    return next((s for s in await active_silences(store, now) if (s.service, s.node) == (service, node)), None)

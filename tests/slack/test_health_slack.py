@@ -1,0 +1,145 @@
+"""Health notices and silences through the real Bolt app and the fake Slack, on the simulated node (issue 14).
+
+The watcher's looks are driven by the test (the job function itself, with the app's Slack notifier), so
+every look is deterministic; the fake vLLM is changed while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from conftest import SIGNING_SECRET, HttpApp, all_text
+from slack_sdk.web.async_client import AsyncWebClient
+from test_restart_slack import ALICE, ASKED_AT, NOTIFY, OPS, OutageSlack, SlackBotUnderTest, cluster_for_slack, until
+from test_slack_home import home_opened, published
+
+from bot.app import runtime
+from bot.scheduler import BotScheduler
+from bot.slack_app import build_app, retry_handlers, start_http, state_of
+from config.models import SlackSettings
+from handlers.context import Asker
+from handlers.follow import reset_pacing
+from handlers.health_watch import watch
+from services.sim.scenarios import KIMI_UNIT
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+async def looks(b: Any, n: int) -> None:
+    """``n`` looks of the watcher, as its job makes them (posting through the app's Slack notifier)."""
+    ctx = b.rt.context(Asker(surface="json"))
+    for _ in range(n):
+        await watch(ctx, "gpu-a", b.rt.notifier)
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def health_bot(make_cluster: Any) -> AsyncIterator[Any]:
+    """The Bolt app over HTTP against a fake Slack, on the Kimi node behind real sshd (no scheduled watcher)."""
+    made: list[Any] = []
+
+    async def start(fs: OutageSlack) -> SlackBotUnderTest:
+        reset_pacing()
+        cluster = await cluster_for_slack(make_cluster)
+        await fs.start()
+        client = AsyncWebClient(token="xoxb-test-token", base_url=fs.api_url, retry_handlers=retry_handlers())
+        cm = runtime(cluster.config)
+        rt = await cm.__aenter__()
+        app = build_app(rt, SlackSettings(), client=client, signing_secret=SIGNING_SECRET)
+        scheduler = BotScheduler(rt, rt.notifier)
+        await scheduler.start(watch=False)
+        runner = await start_http(app, "127.0.0.1", 0)
+        host, port = runner.addresses[0][:2]
+        session = aiohttp.ClientSession()
+        made.append((fs, cm, app, scheduler, runner, session, client))
+        b = SlackBotUnderTest(fs, rt, client, f"http://{host}:{port}", session, scheduler)
+        b.node = cluster.sims["gpu-a"]  # type: ignore[attr-defined]
+        return b
+
+    yield start
+    for fs, cm, app, scheduler, runner, session, client in made:
+        await state_of(app).drain(5)
+        await scheduler.shutdown()
+        await session.close()
+        await runner.cleanup()
+        if client.session is not None:
+            await client.session.close()
+        await cm.__aexit__(None, None, None)
+        await fs.stop()
+
+
+async def test_unhealthy_once_through_a_slack_outage_then_healthy_once(health_bot: Any) -> None:
+    fs = OutageSlack(word="is unhealthy", failures=4)  # more than slack_sdk's own retries of one call
+    b = await health_bot(fs)
+    await looks(b, 1)  # the baseline: kimi is ready in this start
+    node = b.node
+    node.set_live(KIMI_UNIT, health_status=503)
+    for _ in range(8):
+        await looks(b, 1)
+        if fs.texts(NOTIFY):
+            break
+    await looks(b, 3)
+    warn = [t for t in fs.texts(NOTIFY) if "is unhealthy" in t]
+    assert len(warn) == 1 and warn[0].startswith("⚠️ kimi on gpu-a is unhealthy — /health answered 503"), warn
+    assert fs.failed == 4
+    body = next(c for c in fs.delivered if "is unhealthy" in str(c.get("text")))
+    blocks = all_text(body["blocks"])
+    assert "Last journal lines" in blocks and "hf_" not in blocks and "sk-kimi" not in blocks
+    node.set_live(KIMI_UNIT, health_status=None)
+    await looks(b, 3)
+    ok = [t for t in fs.texts(NOTIFY) if "is healthy again" in t]
+    assert len(ok) == 1 and ok[0].startswith("✅ kimi on gpu-a is healthy again"), ok
+
+
+async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bot: Any) -> None:
+    fs = OutageSlack()
+    b = await health_bot(fs)
+    await looks(b, 1)
+    await b.mention("silence kimi 2h planned <!channel> NCCL upgrade")
+    await until(lambda: any("silenced until" in t for t in fs.texts(OPS, ASKED_AT)), 20, "the silence reply")
+    said = next(t for t in fs.texts(OPS, ASKED_AT) if "silenced until" in t)
+    assert said.startswith("✅ kimi on gpu-a silenced until ") and "planned NCCL upgrade" in said
+    assert "<!channel>" not in json.dumps(fs.delivered)  # the reason is repeated without its markup
+    # The App Home tab shows it.
+    http = HttpApp(b.url, b.session)
+    await http.post_event(home_opened(ALICE))
+    await until(lambda: bool(published(fs, ALICE)), 30, "the Home view")
+    assert "silenced until" in all_text(published(fs, ALICE)[-1]["blocks"])
+    # Unhealthy while silenced: nothing posted, the audit line names the silence.
+    node = b.node
+    node.set_live(KIMI_UNIT, health_status=503)
+    await looks(b, 4)
+    assert fs.texts(NOTIFY) == []
+    entries = await b.rt.store.recent_audit("kimi", limit=50)
+    held = [e.detail for e in entries if e.event == "notice.suppressed"]
+    assert any("is unhealthy" in d and "silenced until" in d and "planned NCCL upgrade" in d for d in held), held
+    assert any(e.event == "silence.set" and e.who == ALICE for e in entries)
+    await b.mention("unsilence kimi", ts="1700000060.000100")
+    await until(lambda: any("silence ended" in t for t in fs.texts(OPS, "1700000060.000100")), 20, "the reply")
+    # The silence is over and the server is still unhealthy: now it is said, once; then its recovery, once.
+    await looks(b, 3)
+    warn = [t for t in fs.texts(NOTIFY) if "is unhealthy" in t]
+    assert len(warn) == 1, fs.texts(NOTIFY)
+    node.set_live(KIMI_UNIT, health_status=None)
+    await looks(b, 2)
+    assert len([t for t in fs.texts(NOTIFY) if "is healthy again" in t]) == 1, fs.texts(NOTIFY)
+
+
+async def test_slack_confirmation_shows_what_the_restart_applies(health_bot: Any) -> None:
+    fs = OutageSlack()
+    b = await health_bot(fs)
+    node = b.node
+    unit_file = next((node.root / "etc/systemd/system").glob("vllm-kimi*.service"))
+    node.edit_unit(KIMI_UNIT, unit_file.read_text().replace("--max-model-len 131072", "--max-model-len 65536"))
+    await b.mention("restart kimi")
+    await until(lambda: any("restart_confirm" in json.dumps(c.get("blocks", [])) for c in fs.delivered), 20,
+                "the confirmation")
+    body = next(c for c in fs.delivered if "restart_confirm" in json.dumps(c.get("blocks", [])))
+    text = all_text(body["blocks"])
+    assert "this restart applies" in text and "--max-model-len 131072 → 65536" in text
+    assert "changed without daemon-reload" in text and "sudo -n systemctl daemon-reload" in text
