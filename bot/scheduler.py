@@ -27,7 +27,7 @@ from bot import jobs
 from handlers.bench_run import is_bench_request
 from handlers.notify import Notifier
 from services.store.leader import Leadership, SoleLeader
-from services.store.store import JOBSTORE_TABLE
+from services.store.schema import JOBSTORE_TABLE
 
 if TYPE_CHECKING:
     from bot.app import Runtime

@@ -35,7 +35,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
             out["diff"], out["since"] = [], None
             continue
         new, old = snaps[0], snaps[1]
-        from services.store.store import diff_snapshots
+        from services.settings_diff import diff_snapshots
 
         diff = diff_snapshots(old, new)
         out["diff"] = [d.model_dump(mode="json") for d in diff]

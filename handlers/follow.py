@@ -30,8 +30,9 @@ from handlers.status import progress_bar
 from services.models import ServiceState
 from services.node.assemble import expected_model
 from services.node.probe import NodeRaw, ProbeOptions
+from services.store.records import Follow, FollowReason, LoadOutcome, LoadRecord
 from services.store.shared_state import audited, claim_progress_edit, forget_progress, release_progress_edit
-from services.store.store import Follow, FollowReason, LoadOutcome, LoadRecord, Store
+from services.store.store import Store
 
 log = logging.getLogger("inferbot.follow")
 

@@ -48,7 +48,7 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
     """
     if ctx.store is None:
         return
-    from services.store.store import diff_snapshots
+    from services.settings_diff import diff_snapshots
 
     seen = [st for st in states if st.settings_source != "none" and st.state != "unreachable"]
     if not seen:

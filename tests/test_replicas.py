@@ -22,8 +22,8 @@ from services.store import shared_state
 from services.store.db_url import DatabaseUrlError, database_url, describe
 from services.store.leader import PgLeader, SoleLeader, current_leader
 from services.store.migrate import SchemaTooNew, head_version, run_alembic
+from services.store.schema import metadata as store_metadata
 from services.store.store import Store
-from services.store.store import metadata as store_metadata
 from tests.pg import PASSWORD, USER, PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -432,7 +432,7 @@ async def test_a_restart_whose_runner_died_before_auditing_it_is_audited_once(ma
     from sqlalchemy import delete
 
     from handlers.notify import RecordingNotifier
-    from services.store.store import audit_log
+    from services.store.schema import audit_log
     from tests.test_restart import bot, kimi_cluster, ready_in_both, request, set_profile
     from tests.test_restart import until as test_restart_until
 

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from services.models import ServiceState
-from services.store.store import JOBSTORE_TABLE, DiffItem, Store, diff_snapshots
+from services.settings_diff import DiffItem, diff_snapshots
+from services.store.schema import JOBSTORE_TABLE
+from services.store.store import Store
 from tests.pg import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import JSON, Column, String, Table, Text, delete, select
 
-from services.store.store import Store, UTCDateTime, metadata
+from services.store.schema import UTCDateTime, metadata
+from services.store.store import Store
 
 __all__ = ["HealthMemo", "Silence", "active_silence", "active_silences", "clear_silence", "get_memo",
            "set_memo", "set_silence"]

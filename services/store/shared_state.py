@@ -21,7 +21,8 @@ from sqlalchemy import JSON, Column, Connection, Float, Index, MetaData, String,
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-from services.store.store import Store, UTCDateTime, audit_log
+from services.store.schema import UTCDateTime, audit_log
+from services.store.store import Store
 
 __all__ = [
     "EVENT_TTL_S",

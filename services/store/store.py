@@ -1,5 +1,8 @@
 """The bot's durable state: snapshots, load history, audit log, locks, restart requests, follows, watches.
 
+The records it returns live in :mod:`services.store.records` (re-exported here), its tables in
+:mod:`services.store.schema`, their versions in ``services/store/migrations`` (Alembic).
+
 One SQLAlchemy Core engine (synchronous); every public method is ``async`` and runs its database work in
 a worker thread (``asyncio.to_thread``) so handlers never block the event loop. Tables are created on
 first use. Any SQLAlchemy URL works (PostgreSQL for shared deployments); SQLite (the default, one file
@@ -26,26 +29,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import (
-    JSON,
-    Boolean,
-    Column,
     Connection,
-    DateTime,
-    Dialect,
     Engine,
-    Float,
-    Index,
-    Integer,
-    MetaData,
     Row,
-    String,
     Table,
-    Text,
-    UniqueConstraint,
     create_engine,
     delete,
     event,
@@ -58,16 +48,49 @@ from sqlalchemy import (
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
-from sqlalchemy.types import TypeDecorator
 
-from services.models import FlagValue, ServiceState
+from services.models import ServiceState
+from services.store.records import (
+    REQUEST_TRANSITIONS,
+    AuditEntry,
+    BenchRun,
+    Follow,
+    FollowReason,
+    LoadOutcome,
+    LoadRecord,
+    LockRecord,
+    MetricPoint,
+    Notice,
+    RequestState,
+    RestartRecord,
+    RestartRequest,
+    SettingsSnapshot,
+    SmokeCheck,
+    WatchState,
+)
+from services.store.schema import (
+    JOBSTORE_TABLE,
+    audit_log,
+    bench_runs,
+    follows,
+    home_views,
+    load_phases,
+    loads,
+    locks,
+    metric_samples,
+    notices,
+    requests,
+    restarts,
+    smoke_checks,
+    snapshots,
+    watches,
+)
 
 __all__ = [
     "JOBSTORE_TABLE",
     "REQUEST_TRANSITIONS",
     "AuditEntry",
     "BenchRun",
-    "DiffItem",
     "Follow",
     "LoadOutcome",
     "LoadRecord",
@@ -77,492 +100,17 @@ __all__ = [
     "RequestState",
     "RestartRecord",
     "RestartRequest",
+    "SettingsSnapshot",
     "SmokeCheck",
-    "Snapshot",
     "Store",
     "WatchState",
-    "diff_snapshots",
 ]
-
-JOBSTORE_TABLE = "apscheduler_jobs"
-"""The table name APScheduler's ``SQLAlchemyJobStore`` should use in the same database."""
 
 BUSY_TIMEOUT_S = 10.0
 """How long a SQLite connection waits for another process's write lock before giving up."""
 
-LoadOutcome = Literal["ready", "failed", "timeout"]
-FollowReason = Literal["restart", "unplanned"]
-RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
-DiffKind = Literal["flag", "env", "model", "version"]
-
-REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
-    "pending": frozenset({"confirmed", "cancelled", "expired", "refused"}),
-    "confirmed": frozenset({"running", "failed"}),
-    "running": frozenset({"done", "failed"}),
-    "done": frozenset(),
-    "failed": frozenset(),
-    "cancelled": frozenset(),
-    "expired": frozenset(),
-    "refused": frozenset(),
-}
-"""The restart-request state machine: which states each state may move to."""
-
 P = ParamSpec("P")
 T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------------------------------
-# Records returned by the store
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class Snapshot(_Record):
-    """The settings one service ran with on one node, from when they were first seen to when last seen."""
-
-    id: int
-    service: str
-    node: str
-    unit: str
-    first_seen_at: datetime
-    last_seen_at: datetime
-    model: str | None = None
-    flags: dict[str, FlagValue] = {}
-    env: dict[str, str] = {}
-    version: str | None = None
-    state: str = ""
-    was_ready: bool = False  # a "ready" state was seen with exactly these settings
-    last_ready_at: datetime | None = None
-
-    @property
-    def taken_at(self) -> datetime:
-        """When these settings were first seen (the time of the change)."""
-        return self.first_seen_at
-
-
-class DiffItem(_Record):
-    """One difference between two sets of settings (``old`` is None when added, ``new`` when removed)."""
-
-    kind: DiffKind
-    key: str
-    old: FlagValue | None = None
-    new: FlagValue | None = None
-
-
-class LoadRecord(_Record):
-    """One load of a service (one systemd invocation) and how it ended."""
-
-    service: str
-    node: str
-    invocation_id: str
-    started_at: datetime
-    ready_at: datetime | None = None
-    outcome: LoadOutcome
-    duration_s: float
-    recorded_at: datetime
-
-
-class AuditEntry(_Record):
-    """One line of the audit log."""
-
-    id: int
-    at: datetime
-    event: str
-    who: str | None = None
-    where: str | None = None
-    service: str | None = None
-    node: str | None = None
-    detail: str = ""
-    request_id: str | None = None
-
-
-class LockRecord(_Record):
-    """A held lock: who holds it (a restart request id for restart locks) and since when."""
-
-    name: str
-    owner: str
-    acquired_at: datetime
-    expires_at: datetime
-
-
-class RestartRequest(_Record):
-    """A restart request and where it is in the confirmation flow."""
-
-    id: str
-    service: str
-    node: str
-    unit: str
-    requested_by: str | None = None
-    channel: str | None = None
-    thread_ts: str | None = None
-    message_channel: str | None = None  # where the confirmation message is
-    message_ts: str | None = None
-    created_at: datetime
-    expires_at: datetime
-    force: bool = False
-    state: RequestState
-    state_by: str | None = None  # who made the last transition
-    state_at: datetime | None = None  # when
-    confirmed_by: str | None = None
-    confirmed_at: datetime | None = None
-
-
-class RestartRecord(_Record):
-    """A restart that was executed (for cooldowns)."""
-
-    service: str
-    node: str
-    at: datetime
-    by: str | None = None
-    forced: bool = False
-
-
-class Follow(_Record):
-    """A load being followed for readiness notices (reconciled at bot start-up)."""
-
-    key: str
-    service: str
-    node: str
-    unit: str
-    invocation_id: str | None = None
-    started_at: datetime
-    reason: FollowReason
-    thread_channel: str | None = None
-    thread_ts: str | None = None
-    progress_message_ts: str | None = None
-    request_id: str | None = None
-    updated_at: datetime
-    finished_at: datetime | None = None
-    outcome: str | None = None
-
-    @property
-    def active(self) -> bool:
-        """True while the load has not been finished."""
-        return self.finished_at is None
-
-
-class Notice(_Record):
-    """The claim (and, once posted, the message) of one final notice in one place."""
-
-    follow_key: str
-    place: str
-    invocation_id: str  # "" when the follow had no invocation id when claimed
-    claimed_at: datetime
-    sent_at: datetime | None = None
-    ts: str | None = None
-
-
-class SmokeCheck(_Record):
-    """The smoke completion of one load: ok (with the time to the first token), failed or skipped."""
-
-    service: str
-    node: str
-    invocation_id: str
-    outcome: str
-    ttft_s: float | None = None
-    detail: str = ""
-    at: datetime
-
-
-class BenchRun(_Record):
-    """One acceptance benchmark: running, or done/failed with the notice it ended with."""
-
-    id: str
-    service: str
-    node: str
-    state: str
-    started_at: datetime
-    finished_at: datetime | None = None
-    text: str | None = None
-    status: str | None = None
-    data: dict[str, Any] | None = None
-
-
-class WatchState(_Record):
-    """What the unplanned-restart watcher saw last for one unit (its baseline)."""
-
-    service: str
-    node: str
-    main_pid: int
-    started_at: datetime | None = None
-    n_restarts: int = 0
-    active_state: str = ""
-    updated_at: datetime
-
-
-class MetricPoint(_Record):
-    """One metrics sample of a service (``resolution_s`` 0) or the mean of a bucket of them."""
-
-    service: str
-    node: str
-    at: datetime
-    resolution_s: int = 0
-    generation_tps: float | None = None  # None: first sample of a process, or the counters were reset
-    prompt_tps: float | None = None
-    running: float | None = None
-    waiting: float | None = None
-    kv_cache_usage: float | None = None  # fraction 0..1
-
-
-class SettingsLike(Protocol):
-    """Anything with settings (a :class:`Snapshot` or a ``ServiceState``) can be diffed."""
-
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def version(self) -> str | None: ...
-    @property
-    def flags(self) -> Mapping[str, FlagValue]: ...
-    @property
-    def env(self) -> Mapping[str, str]: ...
-
-
-def diff_snapshots(old: SettingsLike, new: SettingsLike) -> list[DiffItem]:
-    """What differs from ``old`` to ``new``: model, version, then each flag and env key (sorted).
-
-    A key only in ``new`` is reported with ``old=None`` (added); only in ``old`` with ``new=None``
-    (removed). Pure: no database access.
-    """
-    out: list[DiffItem] = []
-    if old.model != new.model:
-        out.append(DiffItem(kind="model", key="model", old=old.model, new=new.model))
-    if old.version != new.version:
-        out.append(DiffItem(kind="version", key="version", old=old.version, new=new.version))
-    kind: DiffKind
-    for kind, a, b in (("flag", old.flags, new.flags), ("env", old.env, new.env)):
-        for key in sorted(set(a) | set(b)):
-            va, vb = a.get(key), b.get(key)
-            if va != vb or (key in a) != (key in b):
-                out.append(DiffItem(kind=kind, key=key, old=va, new=vb))
-    return out
-
-
-# --------------------------------------------------------------------------------------------------
-# Schema
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """A timezone-aware UTC datetime on every dialect (naive UTC text on SQLite, sortable as text)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"naive datetime {value!r}: the store takes timezone-aware datetimes only")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-metadata = MetaData()
-
-snapshots = Table(
-    "inferbot_snapshots", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("unit", String(300), nullable=False),
-    Column("first_seen_at", UTCDateTime, nullable=False),
-    Column("last_seen_at", UTCDateTime, nullable=False),
-    Column("model", Text),
-    Column("flags", JSON, nullable=False),
-    Column("env", JSON, nullable=False),
-    Column("version", String(200)),
-    Column("state", String(40), nullable=False),
-    Column("was_ready", Boolean, nullable=False, default=False),
-    Column("last_ready_at", UTCDateTime),
-    Index("ix_inferbot_snapshots_target", "service", "node", "id"),
-)
-
-loads = Table(
-    "inferbot_loads", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("invocation_id", String(200), nullable=False),
-    Column("started_at", UTCDateTime, nullable=False),
-    Column("ready_at", UTCDateTime),
-    Column("outcome", String(20), nullable=False),
-    Column("duration_s", Float, nullable=False),
-    Column("recorded_at", UTCDateTime, nullable=False),
-    UniqueConstraint("service", "node", "invocation_id", name="uq_inferbot_loads_invocation"),
-    Index("ix_inferbot_loads_target", "service", "node", "started_at"),
-)
-
-audit_log = Table(
-    "inferbot_audit", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("at", UTCDateTime, nullable=False),
-    Column("event", String(100), nullable=False),
-    Column("who", String(200)),
-    Column("where", String(200)),
-    Column("service", String(200)),
-    Column("node", String(200)),
-    Column("detail", Text, nullable=False),
-    Column("request_id", String(200)),
-    Index("ix_inferbot_audit_service", "service", "at"),
-)
-
-locks = Table(
-    "inferbot_locks", metadata,
-    Column("name", String(300), primary_key=True),
-    Column("owner", String(300), nullable=False),
-    Column("acquired_at", UTCDateTime, nullable=False),
-    Column("expires_at", UTCDateTime, nullable=False),
-)
-
-requests = Table(
-    "inferbot_requests", metadata,
-    Column("id", String(200), primary_key=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("unit", String(300), nullable=False),
-    Column("requested_by", String(200)),
-    Column("channel", String(200)),
-    Column("thread_ts", String(100)),
-    Column("message_channel", String(200)),
-    Column("message_ts", String(100)),
-    Column("created_at", UTCDateTime, nullable=False),
-    Column("expires_at", UTCDateTime, nullable=False),
-    Column("force", Boolean, nullable=False),
-    Column("state", String(20), nullable=False),
-    Column("state_by", String(200)),
-    Column("state_at", UTCDateTime),
-    Column("confirmed_by", String(200)),
-    Column("confirmed_at", UTCDateTime),
-    Index("ix_inferbot_requests_state", "state"),
-)
-
-restarts = Table(
-    "inferbot_restarts", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("at", UTCDateTime, nullable=False),
-    Column("by", String(200)),
-    Column("forced", Boolean, nullable=False),
-    Index("ix_inferbot_restarts_target", "service", "node", "at"),
-)
-
-follows = Table(
-    "inferbot_follows", metadata,
-    Column("follow_key", String(300), primary_key=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("unit", String(300), nullable=False),
-    Column("invocation_id", String(200)),
-    Column("started_at", UTCDateTime, nullable=False),
-    Column("reason", String(20), nullable=False),
-    Column("thread_channel", String(200)),
-    Column("thread_ts", String(100)),
-    Column("progress_message_ts", String(100)),
-    Column("request_id", String(200)),
-    Column("updated_at", UTCDateTime, nullable=False),
-    Column("finished_at", UTCDateTime),
-    Column("outcome", String(40)),
-)
-
-notices = Table(
-    "inferbot_notices", metadata,
-    Column("follow_key", String(300), nullable=False),
-    Column("place", String(200), nullable=False),
-    Column("invocation_id", String(200), nullable=False),  # "" rather than NULL: NULLs never collide
-    Column("claimed_at", UTCDateTime, nullable=False),
-    Column("sent_at", UTCDateTime),
-    Column("ts", String(100)),
-    UniqueConstraint("follow_key", "place", "invocation_id", name="uq_inferbot_notices_once"),
-)
-
-watches = Table(
-    "inferbot_watch", metadata,
-    Column("service", String(200), primary_key=True),
-    Column("node", String(200), primary_key=True),
-    Column("main_pid", Integer, nullable=False),
-    Column("started_at", UTCDateTime),
-    Column("n_restarts", Integer, nullable=False),
-    Column("active_state", String(40), nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
-)
-
-
-home_views = Table(
-    # App Home dashboards people opened: who, when, when last published (pacing) and whether stale.
-    "inferbot_home_views", metadata,
-    Column("user_id", String(200), primary_key=True),
-    Column("opened_at", UTCDateTime, nullable=False),
-    Column("published_at", UTCDateTime),
-    Column("dirty", Boolean, nullable=False),
-)
-
-
-metric_samples = Table(
-    # Live numbers the watcher sampled from each ready server's /metrics (charts, the Home tab): rates
-    # computed against the previous sample; raw for 24 h, then 5-minute buckets, kept 7 days.
-    "inferbot_metric_samples", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("at", UTCDateTime, nullable=False),
-    Column("resolution_s", Integer, nullable=False),  # 0: one raw sample; else the bucket width
-    Column("generation_tps", Float),
-    Column("prompt_tps", Float),
-    Column("running", Float),
-    Column("waiting", Float),
-    Column("kv_cache_usage", Float),
-    Column("generation_total", Float),  # the counters, for the next sample's rate
-    Column("prompt_total", Float),
-    Column("process_start", UTCDateTime),  # a new process means the counters started again
-    UniqueConstraint("service", "node", "resolution_s", "at", name="uq_inferbot_metric_samples"),
-    Index("ix_inferbot_metric_samples_target", "service", "node", "at"),
-)
-
-load_phases = Table(
-    # When each phase of a load was first seen (by the follow's polls): the phase split of "chart loads".
-    "inferbot_load_phases", metadata,
-    Column("service", String(200), primary_key=True),
-    Column("node", String(200), primary_key=True),
-    Column("invocation_id", String(200), primary_key=True),
-    Column("phase", String(40), primary_key=True),
-    Column("first_seen_at", UTCDateTime, nullable=False),
-)
-
-smoke_checks = Table(
-    # The smoke completion of one load (issue 14): its outcome decides the ✅, and a bot started again
-    # rebuilds the notice from it. The first result recorded for a load wins.
-    "inferbot_smoke_checks", metadata,
-    Column("service", String(200), primary_key=True),
-    Column("node", String(200), primary_key=True),
-    Column("invocation_id", String(200), primary_key=True),
-    Column("outcome", String(20), nullable=False),
-    Column("ttft_s", Float),
-    Column("detail", Text, nullable=False),
-    Column("at", UTCDateTime, nullable=False),
-)
-
-bench_runs = Table(
-    # Acceptance benchmarks (issue 14): after a ✅ (id "ready:<follow key>:<load id>") or asked with
-    # `bench kimi` (the request id). Claimed by an insert, so each runs once; the notice text is kept for
-    # the posts that must be retried.
-    "inferbot_bench_runs", metadata,
-    Column("id", String(400), primary_key=True),
-    Column("service", String(200), nullable=False),
-    Column("node", String(200), nullable=False),
-    Column("state", String(20), nullable=False),  # running | done | failed
-    Column("started_at", UTCDateTime, nullable=False),
-    Column("finished_at", UTCDateTime),
-    Column("text", Text),
-    Column("status", String(20)),
-    Column("data", JSON),
-)
 
 
 def _utcnow() -> datetime:
@@ -646,7 +194,7 @@ class Store:
         self._closed = False
         # Every answer records what each service runs with; unchanged settings recorded by this process
         # a moment ago need no database trip (only last_seen_at would move). Keyed by service@node.
-        self._snapshot_memo: dict[tuple[str, str], tuple[str, float, Snapshot, Snapshot | None]] = {}
+        self._snapshot_memo: dict[tuple[str, str], tuple[str, float, SettingsSnapshot, SettingsSnapshot | None]] = {}
         self._durations_memo: dict[tuple[str, str, int], tuple[float, list[float]]] = {}
         self._compacted_at = -COMPACT_EVERY_S  # monotonic time of the last fold of old samples
         self._phases_seen: set[tuple[str, str, str, str]] = set()
@@ -807,7 +355,7 @@ class Store:
 
     # ---- snapshots -------------------------------------------------------------------------------
 
-    async def record_snapshot(self, state: ServiceState, now: datetime) -> Snapshot:
+    async def record_snapshot(self, state: ServiceState, now: datetime) -> SettingsSnapshot:
         """Remember the settings ``state`` runs with; returns the snapshot row they belong to.
 
         A new row is stored only when (model, flags, env, version) differ from the newest snapshot of
@@ -816,7 +364,7 @@ class Store:
         """
         return await self._run(self._record_snapshot, state, _aware(now, "now"))
 
-    def _record_snapshot(self, st: ServiceState, now: datetime) -> Snapshot:
+    def _record_snapshot(self, st: ServiceState, now: datetime) -> SettingsSnapshot:
         flags = dict(st.flags)
         env = dict(st.env)
         ready = st.state == "ready"
@@ -845,18 +393,18 @@ class Store:
                 assert result.inserted_primary_key is not None
                 snap_id = int(result.inserted_primary_key[0])
             row = conn.execute(select(snapshots).where(snapshots.c.id == snap_id)).one()
-        return Snapshot.model_validate(_row(row))
+        return SettingsSnapshot.model_validate(_row(row))
 
     async def record_snapshots(
         self, states: list[ServiceState], now: datetime
-    ) -> list[tuple[Snapshot, Snapshot | None]]:
+    ) -> list[tuple[SettingsSnapshot, SettingsSnapshot | None]]:
         """``record_snapshot`` for each state, with the last ready snapshot of those not ready now.
 
         One trip to the database thread for a whole answer (the bot records on every question).
         """
         now = _aware(now, "now")
         mono = time.monotonic()
-        out: list[tuple[Snapshot, Snapshot | None] | None] = [None] * len(states)
+        out: list[tuple[SettingsSnapshot, SettingsSnapshot | None] | None] = [None] * len(states)
         todo: list[tuple[int, ServiceState, str]] = []
         for i, st in enumerate(states):
             digest = _settings_digest(st)
@@ -872,8 +420,10 @@ class Store:
                 self._snapshot_memo[(st.service, st.node)] = (digest, mono, result[0], result[1])
         return [r for r in out if r is not None]
 
-    def _record_snapshots(self, states: list[ServiceState], now: datetime) -> list[tuple[Snapshot, Snapshot | None]]:
-        out: list[tuple[Snapshot, Snapshot | None]] = []
+    def _record_snapshots(
+        self, states: list[ServiceState], now: datetime
+    ) -> list[tuple[SettingsSnapshot, SettingsSnapshot | None]]:
+        out: list[tuple[SettingsSnapshot, SettingsSnapshot | None]] = []
         for st in states:
             snap = self._record_snapshot(st, now)
             ready = None if st.state == "ready" else self._last_ready_snapshot(st.service, st.node)
@@ -906,30 +456,30 @@ class Store:
                                   .values(was_ready=True, last_ready_at=at))
             return result.rowcount == 1
 
-    async def latest_snapshots(self, service: str, node: str, limit: int = 2) -> list[Snapshot]:
+    async def latest_snapshots(self, service: str, node: str, limit: int = 2) -> list[SettingsSnapshot]:
         """The newest ``limit`` different snapshots of service@node, newest first."""
         return await self._run(self._latest_snapshots, service, node, limit)
 
-    def _latest_snapshots(self, service: str, node: str, limit: int) -> list[Snapshot]:
+    def _latest_snapshots(self, service: str, node: str, limit: int) -> list[SettingsSnapshot]:
         with self._read() as conn:
             rows = conn.execute(
                 select(snapshots).where(snapshots.c.service == service, snapshots.c.node == node)
                 .order_by(snapshots.c.id.desc()).limit(limit)
             ).all()
-        return [Snapshot.model_validate(_row(r)) for r in rows]
+        return [SettingsSnapshot.model_validate(_row(r)) for r in rows]
 
-    async def last_ready_snapshot(self, service: str, node: str) -> Snapshot | None:
+    async def last_ready_snapshot(self, service: str, node: str) -> SettingsSnapshot | None:
         """The newest snapshot of service@node whose settings were once seen ready, if any."""
         return await self._run(self._last_ready_snapshot, service, node)
 
-    def _last_ready_snapshot(self, service: str, node: str) -> Snapshot | None:
+    def _last_ready_snapshot(self, service: str, node: str) -> SettingsSnapshot | None:
         with self._read() as conn:
             row = conn.execute(
                 select(snapshots).where(snapshots.c.service == service, snapshots.c.node == node,
                                         snapshots.c.was_ready.is_(True))
                 .order_by(snapshots.c.id.desc()).limit(1)
             ).first()
-        return None if row is None else Snapshot.model_validate(_row(row))
+        return None if row is None else SettingsSnapshot.model_validate(_row(row))
 
     # ---- load history ----------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from alembic import context
 from sqlalchemy import Connection
 
 from services.store.migrate import include_object
+from services.store.schema import metadata as store_metadata
 from services.store.shared_state import metadata as shared_metadata
-from services.store.store import metadata as store_metadata
 
 connection = context.config.attributes.get("connection")
 if not isinstance(connection, Connection):

@@ -1,0 +1,211 @@
+"""The typed records the store returns (pydantic), and the restart-request state machine."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from services.models import FlagValue
+
+LoadOutcome = Literal["ready", "failed", "timeout"]
+FollowReason = Literal["restart", "unplanned"]
+RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
+
+REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
+    "pending": frozenset({"confirmed", "cancelled", "expired", "refused"}),
+    "confirmed": frozenset({"running", "failed"}),
+    "running": frozenset({"done", "failed"}),
+    "done": frozenset(),
+    "failed": frozenset(),
+    "cancelled": frozenset(),
+    "expired": frozenset(),
+    "refused": frozenset(),
+}
+"""The restart-request state machine: which states each state may move to."""
+
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class SettingsSnapshot(_Record):
+    """The settings one service ran with on one node, from when they were first seen to when last seen."""
+
+    id: int
+    service: str
+    node: str
+    unit: str
+    first_seen_at: datetime
+    last_seen_at: datetime
+    model: str | None = None
+    flags: dict[str, FlagValue] = {}
+    env: dict[str, str] = {}
+    version: str | None = None
+    state: str = ""
+    was_ready: bool = False  # a "ready" state was seen with exactly these settings
+    last_ready_at: datetime | None = None
+
+    @property
+    def taken_at(self) -> datetime:
+        """When these settings were first seen (the time of the change)."""
+        return self.first_seen_at
+
+
+
+
+class LoadRecord(_Record):
+    """One load of a service (one systemd invocation) and how it ended."""
+
+    service: str
+    node: str
+    invocation_id: str
+    started_at: datetime
+    ready_at: datetime | None = None
+    outcome: LoadOutcome
+    duration_s: float
+    recorded_at: datetime
+
+
+class AuditEntry(_Record):
+    """One line of the audit log."""
+
+    id: int
+    at: datetime
+    event: str
+    who: str | None = None
+    where: str | None = None
+    service: str | None = None
+    node: str | None = None
+    detail: str = ""
+    request_id: str | None = None
+
+
+class LockRecord(_Record):
+    """A held lock: who holds it (a restart request id for restart locks) and since when."""
+
+    name: str
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
+
+
+class RestartRequest(_Record):
+    """A restart request and where it is in the confirmation flow."""
+
+    id: str
+    service: str
+    node: str
+    unit: str
+    requested_by: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+    message_channel: str | None = None  # where the confirmation message is
+    message_ts: str | None = None
+    created_at: datetime
+    expires_at: datetime
+    force: bool = False
+    state: RequestState
+    state_by: str | None = None  # who made the last transition
+    state_at: datetime | None = None  # when
+    confirmed_by: str | None = None
+    confirmed_at: datetime | None = None
+
+
+class RestartRecord(_Record):
+    """A restart that was executed (for cooldowns)."""
+
+    service: str
+    node: str
+    at: datetime
+    by: str | None = None
+    forced: bool = False
+
+
+class Follow(_Record):
+    """A load being followed for readiness notices (reconciled at bot start-up)."""
+
+    key: str
+    service: str
+    node: str
+    unit: str
+    invocation_id: str | None = None
+    started_at: datetime
+    reason: FollowReason
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+    progress_message_ts: str | None = None
+    request_id: str | None = None
+    updated_at: datetime
+    finished_at: datetime | None = None
+    outcome: str | None = None
+
+    @property
+    def active(self) -> bool:
+        """True while the load has not been finished."""
+        return self.finished_at is None
+
+
+class Notice(_Record):
+    """The claim (and, once posted, the message) of one final notice in one place."""
+
+    follow_key: str
+    place: str
+    invocation_id: str  # "" when the follow had no invocation id when claimed
+    claimed_at: datetime
+    sent_at: datetime | None = None
+    ts: str | None = None
+
+
+class SmokeCheck(_Record):
+    """The smoke completion of one load: ok (with the time to the first token), failed or skipped."""
+
+    service: str
+    node: str
+    invocation_id: str
+    outcome: str
+    ttft_s: float | None = None
+    detail: str = ""
+    at: datetime
+
+
+class BenchRun(_Record):
+    """One acceptance benchmark: running, or done/failed with the notice it ended with."""
+
+    id: str
+    service: str
+    node: str
+    state: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    text: str | None = None
+    status: str | None = None
+    data: dict[str, JsonValue] | None = None
+
+
+class WatchState(_Record):
+    """What the unplanned-restart watcher saw last for one unit (its baseline)."""
+
+    service: str
+    node: str
+    main_pid: int
+    started_at: datetime | None = None
+    n_restarts: int = 0
+    active_state: str = ""
+    updated_at: datetime
+
+
+class MetricPoint(_Record):
+    """One metrics sample of a service (``resolution_s`` 0) or the mean of a bucket of them."""
+
+    service: str
+    node: str
+    at: datetime
+    resolution_s: int = 0
+    generation_tps: float | None = None  # None: first sample of a process, or the counters were reset
+    prompt_tps: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # fraction 0..1
