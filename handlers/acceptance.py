@@ -25,7 +25,7 @@ PLAN_PROBE = ProbeOptions(gpus=False, journal_lines=0, http_timeout_s=3.0)
 STALE_MARGIN_S = 120.0
 
 Post = Callable[[str, str, str | None, Reply], Awaitable[str | None]]
-"""Post a reply once in (place, channel, thread); "sent" or None to retry (``handlers.follow.post_once``)."""
+"""Post a reply once in (place, channel, thread); "sent" or None to retry (``handlers.notices.post_once``)."""
 
 
 def _store(ctx: Context) -> Store:

@@ -19,7 +19,9 @@ from config.models import Service
 from handlers.acceptance import PLAN_PROBE, STALE_MARGIN_S, run_bench, what_runs
 from handlers.audit import record
 from handlers.context import Context, Request
-from handlers.follow import hhmm, lock_name, post_once
+from handlers.follow import lock_name
+from handlers.notice_words import hhmm
+from handlers.notices import post_once
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart import CANCEL, CONFIRM, ActionOutcome

@@ -1,35 +1,33 @@
-"""Following a load to its end, and noticing restarts nobody asked inferbot for.
+"""Following a load to its end: the poll state machine from "restart sent" to ✅ or ❌.
 
 Business rules only (no Slack, no scheduler): a job calls :func:`poll_follow` every ``[watch] poll``
-and :func:`watch_node` every ``[watch] interval``. Everything they must remember lives in the store,
-so a bot that is killed mid-load and started again carries on where it was, and every final notice is
-posted exactly once per place: claim (an atomic insert) → post → mark sent; a failed post releases
-the claim so the next poll retries.
+(``handlers/watcher.py`` starts follows for restarts nobody asked inferbot for; the notices' words are in
+``handlers/notice_words.py``, their exactly-once delivery in ``handlers/notices.py``). Everything a
+follow must remember lives in the store, so a bot that is killed mid-load and started again carries on
+where it was, and every final notice is posted exactly once per place.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from config.models import Service
 from handlers.acceptance import after_ready
 from handlers.audit import record
-from handlers.common import PHASE_WORDS, fmt_duration, remaining
+from handlers.common import PHASE_WORDS, fmt_duration
 from handlers.context import Context
 from handlers.live import apply_history
+from handlers.notice_words import failed_notice, progress_reply, progress_text, ready_notice, unplanned_notice
+from handlers.notices import places, post_once
 from handlers.notify import Notifier, dashboards_changed, jobs_of
-from handlers.reply import Reply, Section, Status
-from handlers.restart_diff import oom_leftover_sections
-from handlers.samples import record_samples
-from handlers.silence import silence_of, silence_words, suppress, was_suppressed
+from handlers.reply import Reply
+from handlers.silence import suppress, was_suppressed
 from handlers.smoke import smoke_failure, smoke_gate, with_smoke
-from handlers.status import progress_bar
 from services.models import ServiceState
 from services.node.assemble import expected_model
-from services.node.probe import NodeRaw, ProbeOptions
+from services.node.probe import ProbeOptions
 from services.store.records import Follow, FollowReason, LoadOutcome, LoadRecord
 from services.store.shared_state import audited, claim_progress_edit, forget_progress, release_progress_edit
 from services.store.store import Store
@@ -40,10 +38,6 @@ log = logging.getLogger("inferbot.follow")
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
 # GPUs: an out-of-memory failure names the leftover vLLM processes that held them (issue 14).
 FAIL_PROBE = ProbeOptions(gpus=True, log_lines=20, http_timeout_s=3.0)
-# One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
-# samples behind charts.
-WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
-                           http_timeout_s=2.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's
 ``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
@@ -55,8 +49,6 @@ RESTART_TAKES_EFFECT_S = 120.0
 running the command, or the command never reached the node)."""
 STOPPED_GRACE_S = 5.0
 """A unit seen stopped this soon after the start is between ``stop`` and ``start``, not failed."""
-CLAIM_STALE_S = 120.0
-"""A notice claimed but not marked sent for this long belongs to a process that died mid-post."""
 LOCK_MARGIN_S = 900.0
 
 
@@ -76,15 +68,11 @@ def lock_ttl(ctx: Context) -> float:
     return ctx.config.watch.max_load + LOCK_MARGIN_S
 
 
-def _store(ctx: Context) -> Store:
+def require_store(ctx: Context) -> Store:
+    """The state store (following a load needs it)."""
     if ctx.store is None:
         raise RuntimeError("following a load needs the state store")
     return ctx.store
-
-
-def hhmm(at: datetime) -> str:
-    """``13:22 UTC``."""
-    return f"{at.astimezone(UTC):%H:%M} UTC"
 
 
 @dataclass
@@ -112,8 +100,8 @@ async def start_follow(
 ) -> Follow:
     """Record a load to follow and schedule its polling (when a scheduler is running and ``schedule``)."""
     key = follow_key(service.name, service.node)
-    await forget_progress(_store(ctx), key)  # a new load: its first progress edit is not paced
-    f = await _store(ctx).upsert_follow(
+    await forget_progress(require_store(ctx), key)  # a new load: its first progress edit is not paced
+    f = await require_store(ctx).upsert_follow(
         key, service.name, service.node, service.unit, invocation_id, started_at, reason,
         thread_channel=thread_channel, thread_ts=thread_ts, progress_message_ts=None, request_id=request_id,
     )
@@ -131,105 +119,6 @@ async def _update_follow(store: Store, f: Follow, **changes: object) -> Follow:
         thread_channel=g.thread_channel, thread_ts=g.thread_ts, progress_message_ts=g.progress_message_ts,
         request_id=g.request_id,
     )
-
-
-# ------------------------------------------------------------------------------------------------
-# Exactly-once posting
-
-
-async def post_once(store: Store, key: str, place: str, notifier: Notifier, channel: str,
-                    thread_ts: str | None, reply: Reply, now: datetime) -> str | None:
-    """Post ``reply`` once for (follow ``key``, ``place``) across polls, restarts and replicas.
-
-    Returns "sent" when it is (now or already) posted, None when it must be retried later.
-    """
-    if await store.notice_sent(key, place):
-        return "sent"
-    if not await store.claim_notice(key, place):
-        claim = await store.get_notice(key, place)
-        if claim is None or claim.sent_at is not None:
-            return "sent" if claim is not None else None
-        if (now - claim.claimed_at).total_seconds() < CLAIM_STALE_S:
-            return None  # someone else is posting right now (or just crashed): look again next poll
-        # The claimer died between claiming and posting: take over.
-        await store.release_notice_claim(key, place)
-        if not await store.claim_notice(key, place):
-            return None
-    try:
-        ts = await notifier.post(channel, thread_ts, reply)
-    except Exception:
-        log.warning("posting the %s notice of %s failed; will retry", place, key, exc_info=True)
-        await store.release_notice_claim(key, place)
-        return None
-    await store.mark_notice_sent(key, place, ts)
-    return "sent"
-
-
-# ------------------------------------------------------------------------------------------------
-# Words
-
-
-def ready_notice(f: Follow, duration_s: float, previous_s: float | None) -> Reply:
-    """``✅ kimi on gpu-a is ready — loaded in 29m 14s (last time 30m 02s)``."""
-    body = f"{f.service} on {f.node} is ready — loaded in {fmt_duration(duration_s)}"
-    if previous_s is not None:
-        body += f" (last time {fmt_duration(previous_s)})"
-    return Reply(intent="notice", title=body, status="ok",
-                 data={"notice": f"✅ {body}", "kind": "ready", "service": f.service, "node": f.node,
-                       "duration_s": round(duration_s, 1), "previous_s": previous_s})
-
-
-def failed_notice(f: Follow, reason: str, st: ServiceState | None, timed_out: bool = False) -> Reply:
-    """``❌ kimi on gpu-a failed — <reason>``, with the last journal lines and what to try."""
-    body = f"{f.service} on {f.node} failed — {reason}"
-    sections = []
-    if st is not None and st.logs:
-        sections.append(Section(kind="code", title="Last journal lines", text="\n".join(st.logs[-20:])))
-    sections += oom_leftover_sections(reason, st)
-    tries = [f"`logs {f.service}` for the whole story", f"`gpus on {f.node}` — leftover processes may hold memory",
-             f"`status {f.service}`"]
-    if timed_out:
-        tries.insert(0, "it may still be loading: compare with earlier loads (`history " + f.service + "`)")
-    else:
-        tries.append(f"fix the cause, then `restart {f.service}`")
-    sections.append(Section(kind="text", title="What to try", text="; ".join(tries)))
-    return Reply(intent="notice", title=body, status="error", sections=sections,
-                 data={"notice": f"❌ {body}", "kind": "timeout" if timed_out else "failed",
-                       "service": f.service, "node": f.node, "reason": reason})
-
-
-def unplanned_notice(f: Follow) -> Reply:
-    """``⚠️ kimi on gpu-a restarted (not by inferbot) at 13:26``."""
-    body = f"{f.service} on {f.node} restarted (not by inferbot) at {hhmm(f.started_at)}"
-    return Reply(intent="notice", title=body, status="warn",
-                 sections=[Section(kind="context", text="I'll follow the load and say here when it is done.")],
-                 data={"notice": f"⚠️ {body}", "kind": "unplanned", "service": f.service, "node": f.node})
-
-
-def progress_text(f: Follow, st: ServiceState | None, now: datetime) -> str:
-    """One line: phase, shard bar, elapsed, ETA."""
-    elapsed = fmt_duration((now - f.started_at).total_seconds())
-    if st is None:
-        return f"{f.service} on {f.node}: waiting — elapsed {elapsed}"
-    parts = [f"{f.service} on {f.node}: "]
-    if st.state == "unreachable":
-        parts.append(f"node unreachable ({st.reason})")
-    elif st.phase:
-        parts.append(PHASE_WORDS.get(st.phase, st.phase))
-    else:
-        parts.append(st.state)
-    if st.progress:
-        parts.append(f" {progress_bar(float(st.progress['fraction']))} "
-                     f"{int(st.progress['done'])}/{int(st.progress['total'])} shards")
-    parts.append(f" — elapsed {elapsed}")
-    if st.eta_seconds is not None:
-        parts.append(f", {remaining(st.eta_seconds)}")
-    return "".join(parts)
-
-
-def _progress_reply(f: Follow, text: str, status: Status = "loading") -> Reply:
-    return Reply(intent="notice", title=text, status=status,
-                 data={"notice": text, "kind": "progress", "service": f.service, "node": f.node})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -283,9 +172,9 @@ async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: No
     channel = f.thread_channel
     if not channel:
         return f
-    store = _store(ctx)
+    store = require_store(ctx)
     text = progress_text(f, st, now)
-    reply = _progress_reply(f, text)
+    reply = progress_reply(f, text)
     if f.progress_message_ts is None:
         sent = await post_once(store, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
         notice = await store.get_notice(f.key, "progress") if sent else None
@@ -310,7 +199,7 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
     channel = ctx.config.notify.channel
     if f.reason != "unplanned" or not channel or f.thread_ts:
         return f
-    store = _store(ctx)
+    store = require_store(ctx)
     text = str(unplanned_notice(f).data["notice"])
     if await was_suppressed(store, f.key, "unplanned") or \
             await suppress(ctx, store, f.key, "unplanned", f.service, f.node, text, now):
@@ -335,7 +224,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
     ``notifier`` None: this process can't post (the terminal): the outcome is still decided and the
     restart lock released, and the notices are left to a process that can post (``inferbot serve``).
     """
-    store = _store(ctx)
+    store = require_store(ctx)
     f = await store.get_follow(key)
     if f is None or not f.active:
         _stop(ctx, key)
@@ -403,10 +292,10 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         notice = failed_notice(f, reason, st, timed_out=outcome == "timeout")
 
     pending = False
-    places = _places(ctx, f)
+    targets = places(ctx, f)
     if f.reason == "unplanned" and outcome == "ready" and await was_suppressed(store, key, "unplanned"):
-        places = []  # the restart was silenced: so is the news that it loaded
-    for place, channel, thread in places:
+        targets = []  # the restart was silenced: so is the news that it loaded
+    for place, channel, thread in targets:
         if notifier is None:
             pending = pending or not await store.notice_sent(key, place)
         elif await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
@@ -417,7 +306,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         async def post(place: str, channel: str, thread: str | None, reply: Reply) -> str | None:
             return await post_once(store, key, place, notifier, channel, thread, reply, now)
 
-        pending = not await after_ready(ctx, service, f, _places(ctx, f), post)
+        pending = not await after_ready(ctx, service, f, places(ctx, f), post)
     if pending:
         return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
     if await store.finish_follow(key, outcome, at=now):
@@ -425,16 +314,6 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         await dashboards_changed(ctx, key)
     _stop(ctx, key)
     return FollowStatus(key, True, outcome=outcome, state=st, line=line)
-
-
-def _places(ctx: Context, f: Follow) -> list[tuple[str, str, str | None]]:
-    """Where the final notice goes: the thread the restart was asked in, and the notify channel."""
-    out: list[tuple[str, str, str | None]] = []
-    if f.reason == "restart" and f.thread_channel:
-        out.append(("thread", f.thread_channel, f.thread_ts))
-    if ctx.config.notify.channel:
-        out.append(("notify", ctx.config.notify.channel, None))
-    return out
 
 
 async def _restart_over(store: Store, f: Follow, outcome: str, now: datetime) -> None:
@@ -448,7 +327,7 @@ async def _restart_over(store: Store, f: Follow, outcome: str, now: datetime) ->
 async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: Notifier | None,
                     now: datetime) -> None:
     """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
-    store = _store(ctx)
+    store = require_store(ctx)
     await _restart_over(store, f, outcome, now)
     if f.request_id and f.reason == "restart" and not await audited(store, "restart.executed", f.request_id):
         # The replica that ran the command died before writing it down; this load is its proof.
@@ -465,87 +344,9 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
         text = f"{f.service} on {f.node}: {word} {took} — see the notice"
         try:
             await notifier.update(fresh.thread_channel, fresh.progress_message_ts,
-                                  _progress_reply(f, text, "ok" if outcome == "ready" else "error"))
+                                  progress_reply(f, text, "ok" if outcome == "ready" else "error"))
         except Exception:
             log.warning("final edit of the progress message of %s failed", f.key, exc_info=True)
-
-
-# ------------------------------------------------------------------------------------------------
-# The unplanned-restart watcher
-
-
-WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]
-
-
-async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: WatchHook | None = None) -> list[str]:
-    """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
-
-    Returns the follow keys it started. The first observation of a unit only records a baseline.
-    ``after`` sees the same probe's states (the health watcher: ``handlers/health_watch.py``).
-    """
-    store = _store(ctx)
-    node = ctx.config.node(node_name)
-    services = [s for s in ctx.config.services if s.node == node_name]
-    if not services:
-        return []
-    report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
-    if not report.ok:
-        return []
-    started: list[str] = []
-    now = ctx.now()
-    try:
-        await record_samples(store, states, raw, now)
-    except Exception:  # charts lose a sample; the watcher must carry on
-        log.warning("storing metric samples of %s failed", node_name, exc_info=True)
-    by_name = {s.name: s for s in services}
-    for st in states:
-        service = by_name.get(st.service)
-        if service is None or st.state == "unreachable":
-            continue
-        active_state = st.active.split(" ")[0] if st.active else ""
-        base = await store.get_watch(st.service, st.node)
-        await store.set_watch(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
-        if base is None:
-            continue
-        if (base.active_state, base.main_pid) != (active_state, st.main_pid):
-            await dashboards_changed(ctx, follow_key(st.service, st.node))  # a state change for the Home tabs
-        new_pid = st.main_pid != 0 and st.main_pid != base.main_pid
-        failed_now = active_state == "failed" and base.active_state != "failed"
-        more_restarts = st.restarts > base.n_restarts
-        if not (new_pid or failed_now or more_restarts):
-            continue
-        key = follow_key(st.service, st.node)
-        current = await store.get_follow(key)
-        if current is not None and current.active:
-            continue  # a load being followed already (ours, or one noticed earlier)
-        if await store.lock_holder(lock_name(st.service, st.node), now) is not None:
-            continue  # inferbot is restarting it right now
-        if current is not None and st.invocation_id and current.invocation_id == st.invocation_id:
-            # The load inferbot already followed (a restart by the bot, seen by the watcher only once it was
-            # over) is not news; when it has failed since, say so once.
-            if st.state == "failed":
-                await _post_late_failure(ctx, current, st, notifier, now)
-            continue
-        at = st.since if st.since is not None and now - st.since < timedelta(hours=1) else now
-        silenced = await silence_of(ctx, st.service, st.node)
-        await record(ctx, "restart.unplanned", st.service, st.node,
-                     f"MainPID {base.main_pid} → {st.main_pid}, NRestarts {base.n_restarts} → {st.restarts}, "
-                     f"{active_state}" + (f" ({silence_words(silenced)})" if silenced else ""),
-                     who="unknown", where=node_name)
-        await start_follow(ctx, service, "unplanned", at, invocation_id=st.invocation_id or None)
-        started.append(key)
-    if after is not None:
-        await after(ctx, states, raw, notifier)
-    return started
-
-
-async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> None:
-    channel = ctx.config.notify.channel
-    if not channel:
-        return
-    reply = failed_notice(f, (st.reason or "the unit failed") + " (after it was ready; not by inferbot)", None)
-    await post_once(_store(ctx), f.key, f"failed-after-ready:{st.main_pid}:{st.restarts}", notifier,
-                    channel, None, reply, now)
 
 
 def reset_pacing() -> None:

@@ -1,6 +1,6 @@
 """The deaths vLLM hides, noticed by the watcher: unhealthy, engine death with exit 0, hung.
 
-Rides on the unplanned-restart watcher's probe (``handlers.follow.watch_node``, every ``[watch] interval``):
+Rides on the unplanned-restart watcher's probe (``handlers.watcher.watch_node``, every ``[watch] interval``):
 
 - **unhealthy** — the server was ready in this start, its main process lives, but ``/health`` answers
   503, is refused or times out for ``[watch] unhealthy_polls`` looks in a row → one ⚠️ with the last
@@ -28,10 +28,12 @@ from config.models import Service
 from handlers.audit import record
 from handlers.common import fmt_duration
 from handlers.context import Context
-from handlers.follow import lock_name, post_once, watch_node
+from handlers.follow import lock_name
+from handlers.notices import post_once
 from handlers.notify import Notifier
 from handlers.reply import Reply, Section, Status
 from handlers.silence import suppress
+from handlers.watcher import watch_node
 from services.models import ServiceState
 from services.node.probe import NodeRaw, ProbeOptions, UnitRaw
 from services.parse.metrics import MetricsParseError, parse_metrics

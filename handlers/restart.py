@@ -26,17 +26,17 @@ from handlers.context import Context, Request
 from handlers.follow import (
     BEFORE,
     RESTART_TAKES_EFFECT_S,
-    WATCH_PROBE,
     follow_key,
-    hhmm,
     lock_name,
     lock_ttl,
     poll_follow,
     start_follow,
 )
+from handlers.notice_words import hhmm
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart_diff import leftover_section, plan
+from handlers.watcher import WATCH_PROBE
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.node.probe import ProbeOptions

@@ -21,8 +21,8 @@ from bot.dispatch import answer
 from bot.render_chart import render_png
 from config.models import BotConfig, Node, Service, StateSettings
 from handlers.context import Asker, Context
-from handlers.follow import watch_node
 from handlers.notify import RecordingNotifier
+from handlers.watcher import watch_node
 from services.cluster import Cluster
 from services.node.ssh import NodePool
 from services.sim.scenarios import QWEN_UNIT, kimi_node, qwen_node

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from handlers.follow import watch_node
 from handlers.home import read_dashboard
 from handlers.notify import RecordingNotifier
+from handlers.watcher import watch_node
 from services.sim.scenarios import KIMI_UNIT
 from services.store.store import Store
 from tests.conftest import MakeCluster

@@ -1,0 +1,105 @@
+"""The unplanned-restart watcher: one cheap probe per node every ``[watch] interval``.
+
+A new main PID, a fresh failure or a higher ``NRestarts`` that inferbot did not cause starts a follow of
+type ``unplanned`` (``handlers/follow.py`` then posts ⚠️ and follows the load). The same probe feeds the
+charts' metric samples and the health watcher (``after``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from handlers.audit import record
+from handlers.context import Context
+from handlers.follow import follow_key, lock_name, require_store, start_follow
+from handlers.notice_words import failed_notice
+from handlers.notices import post_once
+from handlers.notify import Notifier, dashboards_changed
+from handlers.samples import record_samples
+from handlers.silence import silence_of, silence_words
+from services.models import ServiceState
+from services.node.probe import NodeRaw, ProbeOptions
+from services.store.records import Follow
+
+log = logging.getLogger("inferbot.watch")
+
+# One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
+# samples behind charts.
+WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
+                           http_timeout_s=2.0)
+
+
+WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]
+
+
+async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: WatchHook | None = None) -> list[str]:
+    """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
+
+    Returns the follow keys it started. The first observation of a unit only records a baseline.
+    ``after`` sees the same probe's states (the health watcher: ``handlers/health_watch.py``).
+    """
+    store = require_store(ctx)
+    node = ctx.config.node(node_name)
+    services = [s for s in ctx.config.services if s.node == node_name]
+    if not services:
+        return []
+    report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
+    if not report.ok:
+        return []
+    started: list[str] = []
+    now = ctx.now()
+    try:
+        await record_samples(store, states, raw, now)
+    except Exception:  # charts lose a sample; the watcher must carry on
+        log.warning("storing metric samples of %s failed", node_name, exc_info=True)
+    by_name = {s.name: s for s in services}
+    for st in states:
+        service = by_name.get(st.service)
+        if service is None or st.state == "unreachable":
+            continue
+        active_state = st.active.split(" ")[0] if st.active else ""
+        base = await store.get_watch(st.service, st.node)
+        await store.set_watch(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
+        if base is None:
+            continue
+        if (base.active_state, base.main_pid) != (active_state, st.main_pid):
+            await dashboards_changed(ctx, follow_key(st.service, st.node))  # a state change for the Home tabs
+        new_pid = st.main_pid != 0 and st.main_pid != base.main_pid
+        failed_now = active_state == "failed" and base.active_state != "failed"
+        more_restarts = st.restarts > base.n_restarts
+        if not (new_pid or failed_now or more_restarts):
+            continue
+        key = follow_key(st.service, st.node)
+        current = await store.get_follow(key)
+        if current is not None and current.active:
+            continue  # a load being followed already (ours, or one noticed earlier)
+        if await store.lock_holder(lock_name(st.service, st.node), now) is not None:
+            continue  # inferbot is restarting it right now
+        if current is not None and st.invocation_id and current.invocation_id == st.invocation_id:
+            # The load inferbot already followed (a restart by the bot, seen by the watcher only once it was
+            # over) is not news; when it has failed since, say so once.
+            if st.state == "failed":
+                await _post_late_failure(ctx, current, st, notifier, now)
+            continue
+        at = st.since if st.since is not None and now - st.since < timedelta(hours=1) else now
+        silenced = await silence_of(ctx, st.service, st.node)
+        await record(ctx, "restart.unplanned", st.service, st.node,
+                     f"MainPID {base.main_pid} → {st.main_pid}, NRestarts {base.n_restarts} → {st.restarts}, "
+                     f"{active_state}" + (f" ({silence_words(silenced)})" if silenced else ""),
+                     who="unknown", where=node_name)
+        await start_follow(ctx, service, "unplanned", at, invocation_id=st.invocation_id or None)
+        started.append(key)
+    if after is not None:
+        await after(ctx, states, raw, notifier)
+    return started
+
+
+async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> None:
+    channel = ctx.config.notify.channel
+    if not channel:
+        return
+    reply = failed_notice(f, (st.reason or "the unit failed") + " (after it was ready; not by inferbot)", None)
+    await post_once(require_store(ctx), f.key, f"failed-after-ready:{st.main_pid}:{st.restarts}", notifier,
+                    channel, None, reply, now)
