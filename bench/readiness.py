@@ -38,7 +38,7 @@ from bench.cluster import PR_SET_CHILD_SUBREAPER, reap_all
 from bench.common import REPO_ROOT
 
 FEATURE = {"bot.scheduler": "bot/scheduler.py", "bot.jobs": "bot/jobs.py", "handlers.follow": "handlers/follow.py",
-           "bot.notifier_slack": "bot/notifier_slack.py"}
+           "bot.slack.notifier": "bot/slack/notifier.py"}
 FAKE_SLACK = REPO_ROOT / "tests" / "slack" / "fake_slack.py"
 NOTIFY = "C0NOTIFY"
 LOAD_S = 4.0  # the simulated load after each restart (about; plus the fake server's start-up)
@@ -82,8 +82,8 @@ async def run(samples: int) -> dict[str, Any]:
     from slack_sdk.web.async_client import AsyncWebClient
 
     from bot.app import runtime
-    from bot.notifier_slack import SlackNotifier
     from bot.scheduler import BotScheduler
+    from bot.slack.notifier import SlackNotifier
     from config.models import BotConfig
     from handlers.follow import start_follow
     from services.sim.node import SimNode

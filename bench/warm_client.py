@@ -53,7 +53,7 @@ class _Failures(logging.Handler):
 def _import_front_end() -> bool:
     """Load the Slack front end's modules too, so peak RSS is that of the bot process (``inferbot serve``)."""
     try:
-        importlib.import_module("bot.slack_app")
+        importlib.import_module("bot.slack.app")
     except Exception:
         return False
     return True

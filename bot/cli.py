@@ -131,7 +131,7 @@ async def _run(args: argparse.Namespace) -> int:
 
         return await run_check(_load(args.config), args.json)
     if args.cmd == "serve":
-        from bot.slack_app import serve
+        from bot.slack.serve import serve
 
         return await serve(_load(args.config), http=args.http, host=args.host, port=args.port)
     if args.cmd == "restart":

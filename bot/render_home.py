@@ -23,7 +23,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from bot.render_slack import escape
+from bot.slack.blocks import escape
 from handlers.common import ago, fmt_duration
 from handlers.home import Dashboard, ServiceCard
 from handlers.status import progress_bar

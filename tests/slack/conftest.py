@@ -18,7 +18,9 @@ from fake_slack import BOT_USER_ID, TEAM_ID, FakeSlack
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import Runtime, runtime
-from bot.slack_app import build_app, retry_handlers, start_http, state_of
+from bot.slack.app import build_app, state_of
+from bot.slack.client import retry_handlers
+from bot.slack.serve import start_http
 from config.models import BotConfig, Node, Service, SlackSettings
 from tests import netguard
 

@@ -20,7 +20,9 @@ from test_slack_home import home_opened, published
 
 from bot.app import runtime
 from bot.scheduler import BotScheduler
-from bot.slack_app import build_app, retry_handlers, start_http, state_of
+from bot.slack.app import build_app, state_of
+from bot.slack.client import retry_handlers
+from bot.slack.serve import start_http
 from config.models import SlackSettings
 from handlers.context import Asker
 from handlers.follow import reset_pacing

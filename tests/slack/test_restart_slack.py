@@ -20,9 +20,11 @@ from fake_slack import FakeSlack
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.app import Runtime, runtime
-from bot.restart_slack import SlackGroups
 from bot.scheduler import BotScheduler
-from bot.slack_app import build_app, retry_handlers, start_http, state_of
+from bot.slack.app import build_app, state_of
+from bot.slack.client import retry_handlers
+from bot.slack.restart_actions import SlackGroups
+from bot.slack.serve import start_http
 from config.models import SlackSettings
 from handlers.follow import reset_pacing
 from services.sim.scenarios import KIMI_UNIT, kimi_node
@@ -150,7 +152,7 @@ async def confirmation(b: SlackBotUnderTest) -> tuple[str, str]:
     rid = actions[0]["value"]
     assert b.rt.store is not None
     # Fake Slack has the message before the bot has its ts back (and stored it): wait for the store, as a
-    # person's click does (and a click that still beats it carries the ts: bot/restart_slack.py records it).
+    # person's click does (and a click that still beats it carries the ts: bot/slack/restart_actions.py records it).
     deadline = asyncio.get_running_loop().time() + 10
     while True:
         req = await b.rt.store.get_request(rid)

@@ -8,8 +8,9 @@ import pytest
 from conftest import HUMAN, all_text, block_action, dm, event_body, mention
 from fake_slack import BOT_ID, BOT_USER_ID, FakeSlack
 
-import bot.slack_app as slack_app
-from bot.slack_app import RateLimiter, TtlSet, clean_text, state_of
+import bot.slack.app as slack_app
+from bot.slack.app import state_of
+from bot.slack.guards import RateLimiter, TtlSet, clean_text
 from handlers.reply import Action, Attachment, Reply, Section
 
 
@@ -238,8 +239,8 @@ async def test_restart_action_hook_is_replaceable(fake_slack: FakeSlack, make_ap
         assert runtime is empty_runtime
         await client.chat_postMessage(channel=body["channel"]["id"], text="restarting")
 
-    monkeypatch.setattr(slack_app, "on_restart_action", hook)
     app = make_app(empty_runtime)
+    state_of(app).restart_action = hook  # the hook is the app's own, not a module global
     http = await serve_http(app)
     import json
     from urllib.parse import urlencode

@@ -10,7 +10,7 @@ from conftest import all_text, event_body, mention
 from fake_slack import FakeSlack
 
 from bot.app import runtime
-from bot.slack_app import state_of
+from bot.slack.app import state_of
 from config.models import BotConfig, Node, Service, StateSettings
 from tests.sshd import free_port
 

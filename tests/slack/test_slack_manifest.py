@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.slack_app import SCOPES, SLASH_COMMAND, state_of
+from bot.slack.app import SCOPES, SLASH_COMMAND, state_of
 
 MANIFEST = Path(__file__).resolve().parents[2] / "slack-manifest.yaml"
 

@@ -6,7 +6,7 @@ import json
 
 from conftest import all_text
 
-from bot.render_slack import (
+from bot.slack.blocks import (
     MAX_BLOCKS,
     MAX_CONTEXT_ELEMENT,
     MAX_FIELD,

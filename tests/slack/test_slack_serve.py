@@ -13,7 +13,8 @@ from conftest import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, closed_port, event_bo
 from fake_slack import FakeSlack
 
 from bot.logs import JsonFormatter
-from bot.slack_app import EXIT_USAGE, MissingToken, api_base_url, load_tokens, read_secret, serve
+from bot.slack.client import MissingToken, api_base_url, load_tokens, read_secret
+from bot.slack.serve import EXIT_USAGE, serve
 from config.models import BotConfig, SlackSettings
 
 

@@ -53,7 +53,7 @@ async def test_slash_command_ack_is_not_delayed_by_a_slow_answer(fake_slack: Fak
                                                                  socket_mode, monkeypatch):
     import asyncio
 
-    import bot.slack_app as slack_app
+    import bot.slack.app as slack_app
 
     real = slack_app.answer
 
@@ -84,14 +84,15 @@ async def test_disconnect_reconnects_and_keeps_answering(fake_slack: FakeSlack, 
 
 async def test_restart_button_is_acked_and_reaches_the_hook(fake_slack: FakeSlack, make_app, empty_runtime,
                                                             socket_mode, monkeypatch):
-    import bot.slack_app as slack_app
+    from bot.slack.app import state_of
 
     async def hook(action, body, client, runtime, respond):
         await respond(text=f"got {action['action_id']} {action['value']}", response_type="ephemeral",
                       replace_original=False)
 
-    monkeypatch.setattr(slack_app, "on_restart_action", hook)
-    await socket_mode(make_app(empty_runtime))
+    app = make_app(empty_runtime)
+    state_of(app).restart_action = hook  # the hook is the app's own, not a module global
+    await socket_mode(app)
     env = await fake_slack.send_envelope("interactive", block_action("restart_confirm", "kimi",
                                                                      fake_slack.response_url("a1")))
     assert await fake_slack.wait_ack(env, within=1.0) == {"envelope_id": env}

@@ -23,7 +23,9 @@ from test_restart_slack import ALICE, ASKED_AT, BOB, EVE, NOTIFY, OPS, SRE, Outa
 
 from bot.app import runtime
 from bot.scheduler import BotScheduler
-from bot.slack_app import build_app, retry_handlers, start_http, state_of
+from bot.slack.app import build_app, state_of
+from bot.slack.client import retry_handlers
+from bot.slack.serve import start_http
 from config.models import BotConfig, SlackSettings
 from handlers.follow import reset_pacing
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT, kimi_node

@@ -9,8 +9,8 @@ from typing import Any
 
 from bot.app import runtime
 from bot.dispatch import answer
-from bot.render_slack import render_messages
 from bot.render_text import render_text
+from bot.slack.blocks import render_messages
 from config.models import BotConfig
 from handlers.context import Asker
 

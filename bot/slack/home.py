@@ -24,9 +24,9 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.notifier_slack import SlackNotifier
 from bot.render_home import REFRESH, RESTART, view_dict
-from bot.restart_slack import ensure_slack_services, is_confirmation, post_confirmation
+from bot.slack.notifier import SlackNotifier
+from bot.slack.restart_actions import ensure_slack_services, is_confirmation, post_confirmation
 from handlers.context import Asker, Context, utcnow
 from handlers.home import (
     Dashboard,
@@ -62,7 +62,7 @@ class _Registered(Protocol):
 
 class SlackHost(Protocol):
     """What the Home listeners need from the Slack bot that registers them (kept as a protocol so this module
-    does not import bot.slack_app, which imports it)."""
+    does not import bot.slack.app, which imports it)."""
 
     @property
     def runtime(self) -> Runtime: ...
@@ -267,7 +267,7 @@ async def _tell(client: AsyncWebClient, channel: str, reply: Reply) -> None:
 # Listeners
 
 
-def register_home(app: AsyncApp, bot: SlackHost) -> HomePublisher:
+def register(app: AsyncApp, bot: SlackHost) -> HomePublisher:
     """Listen to ``app_home_opened`` and the Home buttons; make the runtime's dashboards this publisher."""
     rt = bot.runtime
     publisher = rt.dashboards if isinstance(rt.dashboards, HomePublisher) else HomePublisher(rt, app.client)

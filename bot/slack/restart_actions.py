@@ -1,6 +1,6 @@
 """Slack wiring of the restart flow: user-group lookup, posting the confirmation, and the button seam.
 
-``bot.slack_app.on_restart_action`` delegates to :func:`handle_restart_action`; ``SlackBot.answer_and_post``
+``bot.slack.app.on_restart_action`` delegates to :func:`handle_restart_action`; ``SlackBot.answer_and_post``
 hands a confirmation reply to :func:`post_confirmation` (a visible message whose ts is remembered, so the
 expiry job can rewrite it). No business rules here: they are in ``handlers.restart``.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.notifier_slack import SlackNotifier
+from bot.slack.notifier import SlackNotifier
 from handlers.bench_run import is_bench_request
 from handlers.bench_run import on_action as bench_on_action
 from handlers.context import Asker

@@ -1,6 +1,7 @@
 """The Slack ``Notifier``: notices, progress edits and ephemeral answers through the Bolt app's Web API client.
 
-Replies are rendered by ``bot.render_slack`` (which escapes ``<`` ``>`` ``&``); Slack mentions that handlers
+Replies are rendered by ``bot.slack.blocks`` and posted through ``bot.slack.posting`` (blocks, or the plain
+text when Slack refuses them, as answers are) (which escapes ``<`` ``>`` ``&``); Slack mentions that handlers
 write on purpose — ``<@U…>``, ``<#C…>``, ``<!subteam^S…>``, always built from Slack ids, never from message
 text — are turned back into real mentions here. Failures raise (``SlackApiError``/``SlackClientError``)
 after slack_sdk's own retry handlers (rate limits, 5xx, connection errors) gave up: the caller decides
@@ -14,7 +15,8 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.render_slack import SlackMessage, render_messages
+from bot.slack.blocks import SlackMessage, render_messages
+from bot.slack.posting import post_message, update_message
 from handlers.reply import Reply
 
 _ESCAPED_MENTION = re.compile(r"&lt;(@[UW][A-Z0-9]{2,}|#[CG][A-Z0-9]{2,}|!subteam\^S[A-Z0-9]{2,})&gt;")
@@ -48,16 +50,15 @@ class SlackNotifier:
         """Post ``reply`` (in ``thread_ts`` when given); returns the ts of its first message."""
         first: str | None = None
         for m in render_messages(reply):
-            resp = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, blocks=_blocks(m),
-                                                      text=m.text, unfurl_links=False, unfurl_media=False)
-            first = first or str(resp["ts"])
+            ts = await post_message(self.client, channel, thread_ts, m, blocks=_blocks(m))
+            first = first or ts
         assert first is not None  # render_messages always yields at least one message
         return first
 
     async def update(self, channel: str, ts: str, reply: Reply) -> None:
         """Rewrite the message ``ts`` with ``reply`` (its first part; edits are short by design)."""
         m = render_messages(reply)[0]
-        await self.client.chat_update(channel=channel, ts=ts, blocks=_blocks(m), text=m.text)
+        await update_message(self.client, channel, ts, m, blocks=_blocks(m))
 
     async def ephemeral(self, channel: str, user: str, text: str) -> None:
         """A message only ``user`` sees."""
