@@ -16,7 +16,6 @@ import asyncio
 import getpass
 import os
 import sys
-from datetime import timedelta
 from typing import TextIO
 
 from bot.app import runtime
@@ -25,7 +24,7 @@ from handlers.audit import record
 from handlers.context import Asker, Context
 from handlers.follow import follow_key, poll_follow
 from handlers.notify import RecordingNotifier
-from handlers.restart import clear_lock, impact, new_request_id, run_confirmed, state_checks
+from handlers.restart import clear_lock, confirm_typed_restart, impact, state_checks
 from handlers.restart_diff import leftover_section
 
 EXIT_OK = 0
@@ -103,17 +102,7 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
             await record(ctx, "restart.refused", svc.name, svc.node, text)
             print(text, file=out)
             return EXIT_REFUSED
-        now = ctx.now()
-        request_id = "t-" + new_request_id().removeprefix("r-")
-        await store.create_request(request_id, svc.name, svc.node, svc.unit, who, None, None, now,
-                                   now + timedelta(minutes=5), force)
-        await record(ctx, "restart.requested", svc.name, svc.node, f"from the terminal; {unavailable}"
-                     + ("; FORCED past the cooldown" if force else ""), request_id=request_id)
-        await store.transition_request(request_id, {"pending"}, "confirmed", who, now)
-        await record(ctx, "restart.confirmed", svc.name, svc.node, "typed the name back", request_id=request_id)
-        req = await store.get_request(request_id)
-        assert req is not None
-        outcome = await run_confirmed(ctx, req, svc, config.access_for(svc), who, now)
+        outcome = await confirm_typed_restart(ctx, svc, who, unavailable, force)
         said = outcome.message.data.get("notice") if outcome.message is not None else outcome.ephemeral
         print(said or "", file=out)
         for section in outcome.message.sections[2:] if outcome.message is not None else []:

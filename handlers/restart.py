@@ -552,3 +552,23 @@ async def expire_request(ctx: Context, request_id: str, notifier: Notifier | Non
         except Exception:  # the state is right; only the rewrite failed
             pass
     return True
+
+
+async def confirm_typed_restart(ctx: Context, service: Service, who: str, unavailable: str,
+                                force: bool) -> ActionOutcome:
+    """The terminal's restart, once the person typed the service name back: the request is created,
+    confirmed and run exactly as a Slack confirmation would be (same audit, lock, cooldown, follow)."""
+    store = _store(ctx)
+    now = ctx.now()
+    request_id = "t-" + new_request_id().removeprefix("r-")
+    await store.create_request(request_id, service.name, service.node, service.unit, who, None, None, now,
+                               now + timedelta(minutes=5), force)
+    await record(ctx, "restart.requested", service.name, service.node, f"from the terminal; {unavailable}"
+                 + ("; FORCED past the cooldown" if force else ""), request_id=request_id)
+    await store.transition_request(request_id, {"pending"}, "confirmed", who, now)
+    await record(ctx, "restart.confirmed", service.name, service.node, "typed the name back",
+                 request_id=request_id)
+    req = await store.get_request(request_id)
+    if req is None:  # pragma: no cover - just created
+        return ActionOutcome(ephemeral="the restart request was lost; nothing was restarted")
+    return await run_confirmed(ctx, req, service, ctx.config.access_for(service), who, now)
