@@ -145,7 +145,8 @@ async def _timed(n: int, step: Callable[[int], Awaitable[object]]) -> dict[str, 
 async def measure_per_question(url: str, questions: int) -> dict[str, dict[str, float]]:
     """Median and p95 milliseconds of each store step a replica does per question."""
     from services.models import ServiceState
-    from services.store.store import Store, shared_state
+    from services.store import shared_state
+    from services.store.store import Store
 
     store = Store(url)
     await store.prepare()

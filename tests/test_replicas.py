@@ -18,11 +18,12 @@ from sqlalchemy.engine import make_url
 
 from bot.check import check_state
 from config.models import BotConfig, StateSettings
+from services.store import shared_state
 from services.store.db_url import DatabaseUrlError, database_url, describe
 from services.store.leader import PgLeader, SoleLeader, current_leader
 from services.store.migrate import SchemaTooNew, head_version, run_alembic
 from services.store.schema import metadata as store_metadata
-from services.store.store import Store, shared_state
+from services.store.store import Store
 from tests.pg import PASSWORD, USER, PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
