@@ -7,9 +7,10 @@ are not stored: start-up puts them in this module's registry (:func:`register`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -44,6 +45,21 @@ class Live:
     runtime: Runtime
     notifier: Notifier
     scheduler: Reconciler | None = None
+    running: set[asyncio.Task[None]] = field(default_factory=set)  # the job steps in flight right now
+
+    def track(self) -> None:
+        """Count the current job step as in flight until it ends (a graceful stop waits for it)."""
+        task = asyncio.current_task()
+        if task is not None and task not in self.running:
+            self.running.add(task)
+            task.add_done_callback(self.running.discard)
+
+    async def drain(self, within_s: float) -> int:
+        """Wait up to ``within_s`` for the steps in flight to end; returns how many were still running."""
+        pending = {t for t in self.running if not t.done()}
+        if pending:
+            _done, pending = await asyncio.wait(pending, timeout=within_s)
+        return len(pending)
 
 
 _live: Live | None = None
@@ -79,6 +95,7 @@ def _leading() -> Live | None:
             return None
         if sched.first_job_at is None:
             sched.first_job_at = time.time()
+    live.track()
     return live
 
 

@@ -36,6 +36,9 @@ log = logging.getLogger("inferbot.scheduler")
 JOB_DEFAULTS = {"misfire_grace_time": None, "coalesce": True, "max_instances": 1}
 RECONCILE_S = 2.0
 """How often the leader looks for follows and requests another replica started."""
+DRAIN_S = 10.0
+"""A graceful stop lets the job steps in flight finish for this long before cancelling them: a step cut
+between claiming a notice and recording it sent holds that notice back for ``CLAIM_STALE_S``."""
 
 
 class BotScheduler:
@@ -98,8 +101,15 @@ class BotScheduler:
             self._sched.shutdown(wait=False)
             await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
 
-    async def shutdown(self) -> None:
-        """Stop running jobs and give up leadership (jobs stay in the store for the next start)."""
+    async def shutdown(self, drain_s: float = DRAIN_S) -> None:
+        """Stop scheduling, let the steps in flight finish (up to ``drain_s``), then give up leadership
+        (jobs stay in the store for the next start). Still the leader while draining, so no other
+        replica runs the same steps meanwhile."""
+        if self._sched.running:
+            self._sched.pause()
+            left = await self._live.drain(drain_s)
+            if left:
+                log.warning("stopping with %d scheduled step(s) still running: cancelled", left)
         await self.leadership.stop()
         await self._lost()
         jobs.unregister(self._live)

@@ -7,6 +7,7 @@ because the claim is a row in the store.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime
 
@@ -44,7 +45,9 @@ async def post_once(store: Store, key: str, place: str, notifier: Notifier, chan
         ts = await notifier.post(channel, thread_ts, reply)
     except Exception:
         log.warning("posting the %s notice of %s failed; will retry", place, key, exc_info=True)
-        await store.release_notice_claim(key, place)
+        # Slack said no, so nothing was posted: the release must happen even if this step is being
+        # cancelled (a stopping bot), or the notice waits CLAIM_STALE_S for the next process.
+        await asyncio.shield(store.release_notice_claim(key, place))
         return None
     await store.mark_notice_sent(key, place, ts)
     return "sent"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -167,3 +168,41 @@ async def test_follow_recorded_before_a_restart_that_never_ran(make_cluster: Mak
     failed = [t for t in notifier.texts(OPS, THREAD) if "failed" in t]
     assert len(failed) == 1 and "the restart did not take effect" in failed[0]
     assert not notices_in(notifier, "is ready")
+
+
+class SlowNotifier(RecordingNotifier):
+    """Slack takes its time with the ready notice: ``posting`` is set while such a post is in flight."""
+
+    def __init__(self, slow_word: str, delay_s: float) -> None:
+        super().__init__()
+        self.slow_word, self.delay_s = slow_word, delay_s
+        self.posting = asyncio.Event()
+
+    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str:
+        if self.slow_word in str(reply.data.get("notice", reply.title)):
+            self.posting.set()
+            await asyncio.sleep(self.delay_s)
+        return await super().post(channel, thread_ts, reply)
+
+
+async def test_bot_stopped_while_posting_a_notice_finishes_it_once(make_cluster: MakeCluster) -> None:
+    """A graceful stop (a rolling upgrade) lets the post in flight finish: the notice is out at once, not held
+    for minutes by a claim the stopped process never recorded as sent, and the next process adds nothing."""
+    cluster = await kimi_cluster(make_cluster)
+    slow = SlowNotifier(slow_word="is ready", delay_s=1.5)
+    async with bot(cluster.config, notifier=slow) as first:
+        rid = await request(first)
+        assert (await first.click("restart_confirm", rid)).executed
+        await asyncio.wait_for(slow.posting.wait(), 45)
+    # Stopped while Slack was still taking the first ready notice.
+    assert len(notices_in(slow, "is ready")) >= 1
+    async with bot(cluster.config, notifier=slow):
+        await until(ready_in_both_places(slow), 10, "both ready notices")
+        await asyncio.sleep(0.5)
+    assert len([t for t in slow.texts(OPS, THREAD) if "is ready" in t]) == 1
+    assert len([t for t in slow.texts(NOTIFY) if "is ready" in t]) == 1
+
+
+def ready_in_both_places(n: RecordingNotifier) -> Callable[[], bool]:
+    return lambda: bool([t for t in n.texts(OPS, THREAD) if "is ready" in t]) and \
+        bool([t for t in n.texts(NOTIFY) if "is ready" in t])
