@@ -4,7 +4,7 @@
 and returns a :class:`Dashboard`; ``for_user`` marks the services that person may restart (the same
 ``[access]`` policy as ``restart kimi``). ``restart_from_home`` turns a Home **Restart** click into exactly
 the request ``restart kimi`` makes (``handlers.restart.handle``): same checks, same audit, same
-confirmation. ``bot/render_home.py`` draws it; ``bot/slack/home.py`` publishes it.
+confirmation. ``bot/slack/home_view.py`` draws it; ``bot/slack/home.py`` publishes it.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.render_home import REFRESH, RESTART, view_dict
+from bot.slack.home_view import REFRESH, RESTART, view_dict
 from bot.slack.notifier import SlackNotifier
 from bot.slack.restart_actions import ensure_slack_services, is_confirmation, post_confirmation
 from handlers.context import Asker, Context, utcnow

@@ -21,9 +21,9 @@ from fake_slack import FakeSlack, view_problems
 from test_restart_slack import slack_bot  # noqa: F401  (the fixture: real sshd, sim node, real app)
 
 from bot.app import Runtime, runtime
-from bot.render_home import view_dict
 from bot.slack.app import state_of
 from bot.slack.home import HomePublisher
+from bot.slack.home_view import view_dict
 from config.models import BotConfig
 from handlers.home import Dashboard, ServiceCard
 from handlers.notify import dashboards_changed
