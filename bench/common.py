@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 QUESTION = "what are current settings?"
 BENCH_DIR = Path(__file__).resolve().parent
@@ -41,6 +43,10 @@ class Manifest:
     inventories: dict[int, str] = field(default_factory=dict)  # N -> Ansible inventory for the first N nodes
     start_s: float = 0.0
     cluster_pid: int = 0
+    kind: str = "simulated"  # or "cheap": sshd that answer with a recorded answer (bench/cheap.py)
+    watch_configs: dict[int, str] = field(default_factory=dict)  # N -> config with [watch] every 15 s (cheap)
+    recording: dict[str, Any] = field(default_factory=dict)  # what the cheap nodes replay, and its node cost
+    node_side: dict[str, Any] = field(default_factory=dict)  # how the nodes were made and what they cost
 
     def save(self, path: Path) -> None:
         """Write atomically (the measuring side polls for the file)."""
@@ -55,7 +61,8 @@ class Manifest:
         nodes = [NodeInfo(**n) for n in data.pop("nodes")]
         configs = {int(k): v for k, v in data.pop("configs").items()}
         inventories = {int(k): v for k, v in data.pop("inventories").items()}
-        return cls(nodes=nodes, configs=configs, inventories=inventories, **data)
+        watch_configs = {int(k): v for k, v in data.pop("watch_configs", {}).items()}
+        return cls(nodes=nodes, configs=configs, inventories=inventories, watch_configs=watch_configs, **data)
 
 
 def summarize(values: list[float]) -> dict[str, float | int]:
@@ -77,9 +84,74 @@ def read_vm_hwm_kib(pid: int | str = "self") -> int:
     return 0
 
 
+def process_tree(root: int) -> list[int]:
+    """Every live process below ``root`` (by parent pid, as /proc says now)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def tree_cpu_s(root: int) -> float:
+    """user+sys of every process below ``root``, plus what each has reaped of its own children (cutime+cstime).
+
+    A child that ran and was waited for between two calls shows up in its parent's cutime/cstime, so the
+    difference of two calls is the tree's CPU in between (while its long-lived processes stay alive).
+    """
+    tck = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in process_tree(root):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / tck
+
+
+def tree_memory(root: int) -> dict[str, float | int]:
+    """Processes below ``root`` and their memory: RSS added up (shared pages counted in each) and PSS (shared
+    pages divided among their sharers: what the tree really occupies), in MB."""
+    rss_kib = pss_kib = 0
+    pids = process_tree(root)
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss_kib += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss_kib += int(line.split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return {"processes": len(pids), "rss_sum_mb": round(rss_kib / 1024, 1), "pss_mb": round(pss_kib / 1024, 1)}
+
+
 def command_digest(commands: dict[str, str]) -> str:
     """One sha256 over node -> command (sorted), to compare what the bot sent with what baselines send."""
     h = hashlib.sha256()
     for name in sorted(commands):
         h.update(f"{name}\0{commands[name]}\0".encode())
     return h.hexdigest()
+
+
+def raise_nofile() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit: one socket per node, and up to 1,024 nodes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 1 << 16 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
