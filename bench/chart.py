@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,9 @@ def draw(results: list[dict[str, Any]], path: Path, title: str = "") -> bool:
         ax.set_xticklabels([str(n) for n in all_n])
         ax.set_xlabel("N (nodes asked at once)")
         ax.set_ylabel("wall time per question, s (median; bars: min–max)")
-        ax.set_title("“what are current settings?” — wall time against N" + (f"\n{title}" if title else ""),
-                     fontsize=11)
+        sub = "\n".join(textwrap.wrap(title, 120))
+        ax.set_title("“what are current settings?” — wall time against N" + (f"\n{sub}" if sub else ""),
+                     fontsize=10)
         ax.grid(True, which="both", linewidth=0.4, alpha=0.5)
         ax.legend(fontsize=8, loc="upper left")
         fig.text(0.99, 0.01, "nodes, sshd and client share one 2-core machine; cheap nodes replay a recorded answer",

@@ -61,7 +61,7 @@ from bench.cluster import (
     write_config,
     write_ssh_config,
 )
-from bench.common import Manifest, NodeInfo
+from bench.common import CpuGroup, Manifest, NodeInfo
 from bench.contenders import END_MARK, settings_commands, watch_commands
 from bench.nodecost import measure as measure_node_cost
 from bench.nodecost import node_env
@@ -330,6 +330,17 @@ def _cheap_files(manifest: Manifest, groups: list[Group], user: str, n_nodes: in
             manifest.watch_configs[n] = str(cfg)
 
 
+def _reap_orphans() -> None:
+    """Reap every child that has exited (an sshd listener too: Popen then finds it gone, which is fine)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def _cheap_nodes(n: int, groups: list[Group], user: str) -> list[NodeInfo]:
     by_host = {h: g.port for g in groups for h in g.hosts}
     return [NodeInfo(name=cheap_name(i), host=cheap_host(i), port=by_host[cheap_host(i)], user=user, sim_root="",
@@ -348,6 +359,9 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
     manifest = Manifest(workdir=str(workdir), key_file=str(key.private), known_hosts=str(workdir / "known_hosts"),
                         ssh_config=str(workdir / "ssh_config"), cluster_pid=os.getpid(), kind="cheap")
     groups: list[Group] = []
+    # Every sshd (and each connection and shell it forks) in a cgroup of its own: the node side's CPU per
+    # question is read from it (bench.contenders.openssh_multiplexed).
+    cpu_group = CpuGroup.create(f"ibench-cheap-{os.getpid()}")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -364,6 +378,11 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
     try:
         rec = await asyncio.wait_for(record(workdir, key, user, node_cost), start_timeout_s)
         record_s = time.monotonic() - started
+        # As the subreaper this process inherits what sshd orphans (about one process per closed connection):
+        # reap them as they die instead of holding thousands of zombies. Only now: the simulated nodes'
+        # processes, whose exit statuses asyncio waits for, are gone.
+        loop.add_signal_handler(signal.SIGCHLD, _reap_orphans)
+        _reap_orphans()
         answers_dir = workdir / "answers"
         lengths = await asyncio.to_thread(write_answers, answers_dir, {
             rec["settings_command"]: rec["settings_answer"], rec["watch_command"]: rec["watch_answer"],
@@ -375,6 +394,8 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
                 return 1
             gdir = workdir / "sshd" / f"g{g // GROUP:03d}"
             groups.append(await asyncio.to_thread(start_group, hosts[g:g + GROUP], gdir, key.public, answers_dir))
+            if cpu_group is not None and not cpu_group.add(groups[-1].proc.pid):
+                cpu_group = None
         groups_s = time.monotonic() - t0
         _cheap_files(manifest, groups, user, n_nodes, config_ns, watch_ns, rec["bench_dir"])
         manifest.recording = {
@@ -396,6 +417,10 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
             "sshd_pids": [g.proc.pid for g in groups], "start_sshd_s": round(groups_s, 2),
             "force_command": force_command(answers_dir),
             "addresses": f"{cheap_host(0)} … {cheap_host(n_nodes - 1)}",
+            "cgroup": str(cpu_group.path) if cpu_group is not None else None,
+            "cpu_accounting": ("cgroup v2 cpu.stat" if cpu_group.v2 else "cgroup v1 cpuacct.usage")
+            if cpu_group is not None else "/proc utime+stime+cutime+cstime of the sshd tree (clock ticks; a "
+                                          "child counts once reaped)",
         }
         manifest.start_s = time.monotonic() - started
         manifest.save(manifest_path)
@@ -405,6 +430,8 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
         for g in groups:
             g.stop()
         reap_all()
+        if cpu_group is not None:
+            cpu_group.remove()
 
 
 def main() -> int:

@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import QUESTION, REPO_ROOT, Manifest, NodeInfo, summarize, tree_cpu_s, tree_memory
+from bench.common import (
+    QUESTION,
+    REPO_ROOT,
+    Manifest,
+    NodeInfo,
+    cgroup_usage_s,
+    summarize,
+    tree_cpu_s,
+    tree_memory,
+)
 from config.loader import load_config
 from config.models import Node
 from handlers.settings import SETTINGS_PROBE
@@ -372,7 +381,7 @@ def openssh_multiplexed(manifest: Manifest, n: int, runs: int, commands: dict[st
             return res
         masters = _master_pids(manifest, mux, nodes)
         res.extra["masters_found"] = sum(1 for m in masters if m)
-        node_cpu0 = tree_cpu_s(manifest.cluster_pid) if manifest.kind == "cheap" else 0.0
+        node_cpu0 = _node_cpu_s(manifest)
         ok_runs = 0
         for _ in range(runs):
             m0 = sum(_proc_cpu_s(m) for m in masters if m)
@@ -386,12 +395,22 @@ def openssh_multiplexed(manifest: Manifest, n: int, runs: int, commands: dict[st
             res.runs.append(Run(wall, sum(x.cpu_s for x in done) + master_cpu, max(x.maxrss_kib for x in done),
                                 sum(x.maxrss_kib for x in done), err))
         if manifest.kind == "cheap" and runs:
-            node_cpu = tree_cpu_s(manifest.cluster_pid) - node_cpu0
-            res.extra["node_side"] = {"cpu_ms_per_node_per_question": round(node_cpu * 1000 / (runs * n), 2),
-                                      "questions": runs * n, **tree_memory(manifest.cluster_pid)}
+            node_cpu = _node_cpu_s(manifest) - node_cpu0
+            res.extra["node_side"] = {"cpu_ms_per_node_per_question": round(node_cpu * 1000 / (runs * n), 3),
+                                      "questions": runs * n, "cpu_accounting": manifest.node_side.get("cpu_accounting"),
+                                      **tree_memory(manifest.cluster_pid)}
             res.extra["client_side_masters"] = tree_memory_of(masters)
     res.notes.append("client CPU includes the multiplexing masters (read from /proc before and after)")
     return res
+
+
+def _node_cpu_s(manifest: Manifest) -> float:
+    """CPU used so far by the cheap nodes' sshd and all they forked (their cgroup, else /proc); 0 elsewhere."""
+    if manifest.kind != "cheap":
+        return 0.0
+    if (path := manifest.node_side.get("cgroup")) and (used := cgroup_usage_s(path)) is not None:
+        return used
+    return tree_cpu_s(manifest.cluster_pid)
 
 
 def tree_memory_of(pids: list[int]) -> dict[str, float | int]:
