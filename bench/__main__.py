@@ -284,6 +284,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--watch-intervals", type=int, default=3, help="15 s intervals measured (default 3)")
     p.add_argument("--skip-watch", action="store_true", help="no watcher at scale")
     p.add_argument("--name", default="latest", help="write bench/results/NAME.{json,md,png} (default latest)")
+    p.add_argument("--banner", default="", help="words atop the report and the chart (e.g. why it is provisional)")
     args = p.parse_args(argv)
     if args.quick:
         defaults = {a.dest: a.default for a in p._actions}
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         f"OpenSSH sequential and Ansible stop repeating at a time budget per N ({SEQ_BUDGET_S:g}s / "
         f"{ANSIBLE_BUDGET_S:g}s); where that meant fewer runs than asked, the contender's notes say so",
     ]
-    banner = []
+    banner = [args.banner] if args.banner else []
     if args.quick:
         banner.append("smoke run (--quick): fewer N and runs, not for comparisons")
     if machine["load_average_at_start"][0] > (machine["cores"] or 1):
