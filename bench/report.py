@@ -308,8 +308,9 @@ def _cheap_section(report: dict[str, Any]) -> list[str]:
              f"{rec.get('settings', {}).get('from', '?')}) and the watcher's answer "
              f"({rec.get('watch', {}).get('answer_bytes', '?')} bytes, {rec.get('watch', {}).get('from', '?')}).",
              "- Node side per question: sshd's channel and fork, a shell that execs `cat`. Measured below during "
-             "OpenSSH's multiplexed runs (CPU of every sshd process and what it reaped, from /proc; processes and "
-             "memory with the N masters connected: 2 sshd processes per connection, privilege separation).", ""]
+             f"OpenSSH's multiplexed runs: CPU of every sshd and all they forked "
+             f"({side.get('cpu_accounting', 'unknown accounting')}), divided by the questions; processes and "
+             "memory with the N masters connected (2 sshd processes per connection: privilege separation).", ""]
     rows = []
     for n, v in sorted(cheap.get("per_n", {}).items(), key=lambda kv: int(kv[0])):
         ns = v.get("node_side") or {}
