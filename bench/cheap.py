@@ -389,11 +389,12 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
             WARM_COMMAND: b""})
         t0 = time.monotonic()
         hosts = [cheap_host(i) for i in range(n_nodes)]
-        for g in range(0, n_nodes, GROUP):
+        for first in range(0, n_nodes, GROUP):
             if stop.is_set():
                 return 1
-            gdir = workdir / "sshd" / f"g{g // GROUP:03d}"
-            groups.append(await asyncio.to_thread(start_group, hosts[g:g + GROUP], gdir, key.public, answers_dir))
+            gdir = workdir / "sshd" / f"g{first // GROUP:03d}"
+            groups.append(await asyncio.to_thread(start_group, hosts[first:first + GROUP], gdir, key.public,
+                                                  answers_dir))
             if cpu_group is not None and not cpu_group.add(groups[-1].proc.pid):
                 cpu_group = None
         groups_s = time.monotonic() - t0

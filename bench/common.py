@@ -185,8 +185,8 @@ class CpuGroup:
                         mounts.append((Path(where), False))
         except OSError:
             return None
-        for where, v2 in sorted(mounts, key=lambda m: not m[1]):
-            path = where / name
+        for mount, v2 in sorted(mounts, key=lambda m: not m[1]):
+            path = mount / name
             try:
                 path.mkdir()
             except OSError:

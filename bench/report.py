@@ -349,7 +349,7 @@ def _watch_section(report: dict[str, Any]) -> list[str]:
     w = report.get("watch") or {}
     if not w or w.get("cpu_percent_of_one_core") is None:
         return ["## The watcher at scale", "", f"{w.get('status', 'not run')}", ""] if w else []
-    rows = [["services (nodes)", w.get("services")], ["interval", f"{w.get('interval_s')} s"],
+    rows: list[list[Any]] = [["services (nodes)", w.get("services")], ["interval", f"{w.get('interval_s')} s"],
             ["measured window", f"{w.get('window_s')} s ({w.get('intervals')} intervals)"],
             ["CPU in the window", f"{w.get('window_cpu_s')} s"],
             ["CPU % of one core", w.get("cpu_percent_of_one_core")], ["CPU per poll", f"{w.get('cpu_ms_per_poll')} ms"],
