@@ -1,6 +1,10 @@
-"""The benchmark: inferbot against OpenSSH and Ansible on 1 to 64 simulated nodes (``python -m bench``).
+"""The benchmark: inferbot against OpenSSH and Ansible on simulated nodes, and on cheap nodes up to 1,024
+(``python -m bench``).
 
-Modules: ``cluster`` (the simulated nodes behind real sshd, a separate process), ``warm_client`` (the
-long-lived bot path, a separate process), ``contenders`` (how each contender is run and measured),
-``machine`` (what it ran on), ``report`` (goals, table, JSON and Markdown), ``readiness`` (notice latency).
+Modules: ``cluster`` (the simulated nodes behind real sshd, a separate process), ``cheap`` (sshd that replay
+a recorded answer of the simulated Kimi node, 16 addresses per sshd, a separate process), ``warm_client``
+(the long-lived bot path, a separate process), ``watch_scale`` (the scheduler's watchers polling hundreds of
+services), ``contenders`` (how each contender is run and measured), ``nodecost`` (the probe's CPU and forks
+on a node), ``machine`` (what it ran on), ``report`` (goals, table, JSON and Markdown), ``chart`` (wall time
+against N), ``readiness`` (notice latency), ``failover`` and ``redaction`` (their own benchmarks).
 """

@@ -1,13 +1,22 @@
-"""``python -m bench``: inferbot against OpenSSH and Ansible on 1, 8, 32 and 64 simulated nodes.
+"""``python -m bench``: inferbot against OpenSSH and Ansible, on simulated nodes and on cheap nodes up to 1,024.
 
-For each N it starts a cluster process (``bench.cluster``: N simulated vLLM nodes, each behind its own
-sshd on 127.0.0.2, 127.0.0.3, …), measures every contender asking the settings question with the same
-remote command, stops the cluster, and moves on. Then it measures the readiness-notice latency (when the
-restart/readiness feature is present), judges the issue's goals, prints a table and writes
-``bench/results/latest.{json,md}`` (plus timestamped copies).
+1. **Simulated nodes** (``bench.cluster``): for each N of ``--nodes`` it starts N simulated vLLM nodes, each
+   behind its own sshd on 127.0.0.2, 127.0.0.3, …, measures every contender asking the settings question
+   with the same remote command, stops the cluster, and moves on. The nodes' own work (the probe's ~50–100
+   forks) shares the cores with the client.
+2. **Start-up**: ``inferbot --help`` and the Python interpreter's own start-up.
+3. **Cheap nodes** (``bench.cheap``): sshd that answer with a recorded answer of the simulated Kimi node,
+   so the client's own cost shows; one cluster with the largest N, inferbot warm and OpenSSH parallel mux
+   at each N of ``--cheap-nodes`` (and the node side's cost), then the watcher at scale
+   (``bench.watch_scale``: the scheduler's watch jobs polling ``--watch-nodes`` services every 15 s). The
+   recording also measures the probe's CPU and forks on the simulated node (``bench.nodecost``).
+4. The readiness-notice latency (when the restart/readiness feature is present).
 
-    python -m bench                      # the full run: N = 1,8,32,64, 5 runs
-    python -m bench --quick --skip-ansible   # smoke run: N = 1,8, 3 runs
+Then it judges the goals (issue 15's, and the earlier ones on simulated nodes), prints a table and writes
+``bench/results/latest.{json,md,png}`` (plus timestamped copies; the PNG is the chart of wall time against N).
+
+    python -m bench                            # the full run (~15–20 minutes on 2 cores)
+    python -m bench --quick --skip-ansible     # smoke run (< 2 minutes): fewer N, fewer runs
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from typing import Any
 
 from bench import contenders as c
 from bench import report
-from bench.common import QUESTION, REPO_ROOT, Manifest, command_digest, summarize
+from bench.common import QUESTION, REPO_ROOT, Manifest, command_digest, raise_nofile, summarize
 from bench.machine import machine_info
 from bench.readiness import measure_readiness
 
@@ -44,13 +53,30 @@ def log(msg: str) -> None:
 @contextlib.contextmanager
 def cluster(n: int, start_timeout_s: float) -> Iterator[Manifest]:
     """A ``bench.cluster`` process with ``n`` nodes; stopped (and its workdir removed) on the way out."""
+    with _cluster_process("bench.cluster", ["--nodes", str(n), "--configs", str(n)], start_timeout_s) as m:
+        yield m
+
+
+@contextlib.contextmanager
+def cheap_cluster(n: int, config_ns: list[int], watch_ns: list[int], node_cost: bool,
+                  start_timeout_s: float) -> Iterator[Manifest]:
+    """A ``bench.cheap`` process with ``n`` cheap nodes and configs for ``config_ns`` (and ``watch_ns``)."""
+    argv = ["--nodes", str(n), "--configs", ",".join(map(str, config_ns)),
+            "--watch-configs", ",".join(map(str, watch_ns))] + (["--node-cost"] if node_cost else [])
+    with _cluster_process("bench.cheap", argv, start_timeout_s) as m:
+        yield m
+
+
+@contextlib.contextmanager
+def _cluster_process(module: str, argv: list[str], start_timeout_s: float) -> Iterator[Manifest]:
+    """``python -m module … --workdir D --manifest D/manifest.json``; stopped (workdir removed) on the way out."""
     workdir = Path(tempfile.mkdtemp(prefix="ibench-", dir="/tmp"))
     manifest_path = workdir / "manifest.json"
     env = os.environ | {"PYTHONPATH": str(REPO_ROOT)}
     errlog = open(workdir.parent / f"{workdir.name}.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.cluster", "--nodes", str(n), "--configs", str(n), "--workdir", str(workdir),
-         "--manifest", str(manifest_path), "--start-timeout", str(start_timeout_s)],
+        [sys.executable, "-m", module, *argv, "--workdir", str(workdir), "--manifest", str(manifest_path),
+         "--start-timeout", str(start_timeout_s)],
         stdin=subprocess.PIPE, stdout=errlog, stderr=errlog, cwd=REPO_ROOT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + start_timeout_s + 30
@@ -162,32 +188,128 @@ def _measure_n(m: Manifest, n: int, args: argparse.Namespace, ansible: str | Non
         results.append(c.Result(report.ANSIBLE, n, unavailable=ansible_why))
 
 
+def run_cheap(args: argparse.Namespace, out: dict[str, Any]) -> list[c.Result]:
+    """inferbot warm and OpenSSH parallel mux at each N of ``--cheap-nodes``, then the watcher at scale."""
+    ns = args.cheap_ns
+    watch_ns = [args.watch_nodes] if not args.skip_watch else []
+    biggest = max([*ns, *watch_ns])
+    log(f"cheap nodes: recording the simulated node's answers, then {biggest} cheap nodes "
+        f"({(biggest + 15) // 16} sshd) …")
+    results: list[c.Result] = []
+    try:
+        with cheap_cluster(biggest, ns, watch_ns, node_cost=True, start_timeout_s=args.start_timeout or 240) as m:
+            log(f"cheap nodes ready in {m.start_s:.1f}s (recording {m.recording.get('record_s')}s)")
+            out["cheap"] = {"recording": m.recording, "node_side": m.node_side, "start_s": round(m.start_s, 1),
+                            "per_n": {}}
+            for n in ns:
+                if not _cheap_n(m, n, args, out, results):
+                    break
+            if watch_ns:
+                n = watch_ns[0]
+                log(f"watcher at scale: {n} services every 15 s, {args.watch_intervals} intervals measured …")
+                t0 = time.monotonic()
+                out["watch"] = c.watcher_at_scale(m, n, args.watch_intervals)
+                log(f"watcher: {out['watch'].get('cpu_percent_of_one_core')} % of one core "
+                    f"({out['watch'].get('status')}, {time.monotonic() - t0:.0f}s)")
+    except RuntimeError as e:
+        log(f"cheap nodes: {e}")
+        out.setdefault("cheap", {})["stopped"] = f"no cheap cluster: {str(e)[:300]}"
+        done = {(r.contender, r.nodes) for r in results}
+        results += [c.Result(name, n, unavailable=out["cheap"]["stopped"], cluster=report.CHEAP)
+                    for n in ns for name in (report.WARM, report.MUX) if (name, n) not in done]
+    return results
+
+
+def _cheap_n(m: Manifest, n: int, args: argparse.Namespace, out: dict[str, Any], results: list[c.Result]) -> bool:
+    """Both contenders at one N on cheap nodes; False when the machine cannot hold this N (stop here)."""
+    free = _mem_available_mib()
+    need = n * MIB_PER_CHEAP_NODE
+    if free is not None and free < need:
+        why = (f"stopped before N={n}: {free} MiB available, about {need} MiB needed "
+               f"({MIB_PER_CHEAP_NODE} MiB per node: 2 sshd per connection, an OpenSSH master per node)")
+        log(f"cheap nodes: {why}")
+        out["cheap"]["stopped"] = why
+        for name in (report.WARM, report.MUX):
+            results.append(c.Result(name, n, unavailable=why, cluster=report.CHEAP))
+        return False
+    log(f"N={n} on cheap nodes:")
+    cmds = c.settings_commands(m.configs[n])
+    out["cheap_digests"][n] = command_digest(cmds)
+    warm = _timed(f"inferbot warm ({args.cheap_runs} questions)", lambda: c.inferbot_warm(m, n, args.cheap_runs))
+    results.append(warm)
+    out["cheap_bot_digests"][n] = warm.extra.get("command_digest")
+    mux = _timed("OpenSSH parallel mux", lambda: c.openssh_multiplexed(m, n, args.cheap_runs, cmds))
+    results.append(mux)
+    out["cheap"]["per_n"][n] = {"node_side": mux.extra.get("node_side"),
+                                "masters": mux.extra.get("client_side_masters")}
+    return True
+
+
+# Measured PSS per node: ~2 MiB for its 2 sshd, ~1.4 MiB for its ssh master, ~0.4 MiB of the bot; twice that.
+MIB_PER_CHEAP_NODE = 8
+
+
+def _mem_available_mib() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
+
+
+QUICK = {"nodes": "1", "runs": 3, "cheap_nodes": "1,64,256", "cheap_runs": 2, "watch_intervals": 1}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The benchmark's options."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--nodes", default="1,8,32,64", help="comma-separated N (default 1,8,32,64)")
+    p.add_argument("--nodes", default="1,8,32,64", help="simulated nodes: comma-separated N (default 1,8,32,64)")
     p.add_argument("--runs", type=int, default=5, help="runs per contender per N (default 5)")
-    p.add_argument("--quick", action="store_true", help="smoke run: N = 1,8 and 3 runs")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: simulated N = 1, cheap N = 1,64,256, 3 / 2 runs, the watcher for one interval")
     p.add_argument("--skip-ansible", action="store_true", help="do not install or run Ansible")
     p.add_argument("--readiness", choices=["auto", "only", "skip"], default="auto",
                    help="readiness-notice latency: measure when the feature exists (auto), only that, or skip")
     p.add_argument("--start-timeout", type=float, default=0.0,
                    help="seconds allowed for a cluster to start (default 60 + 3 per node)")
     p.add_argument("--no-write", action="store_true", help="print only; do not write bench/results/")
+    p.add_argument("--cheap-nodes", default="1,64,256,512,1024",
+                   help="cheap nodes (recorded answers): comma-separated N (default 1,64,256,512,1024)")
+    p.add_argument("--cheap-runs", type=int, default=0, help="runs per contender per N on cheap nodes (default --runs)")
+    p.add_argument("--skip-cheap", action="store_true", help="no cheap nodes (and no watcher at scale)")
+    p.add_argument("--watch-nodes", type=int, default=512, help="services the watcher polls at scale (default 512)")
+    p.add_argument("--watch-intervals", type=int, default=3, help="15 s intervals measured (default 3)")
+    p.add_argument("--skip-watch", action="store_true", help="no watcher at scale")
+    p.add_argument("--name", default="latest", help="write bench/results/NAME.{json,md,png} (default latest)")
+    p.add_argument("--banner", default="", help="words atop the report and the chart (e.g. why it is provisional)")
     args = p.parse_args(argv)
     if args.quick:
-        args.nodes, args.runs = "1,8", 3
+        defaults = {a.dest: a.default for a in p._actions}
+        for k, v in QUICK.items():
+            if getattr(args, k) == defaults[k]:  # what was given explicitly wins
+                setattr(args, k, v)
     args.ns = sorted({int(x) for x in args.nodes.split(",") if x.strip()})
     if not args.ns or min(args.ns) < 1 or max(args.ns) > 250:
         p.error("--nodes must be between 1 and 250")
+    args.cheap_ns = [] if args.skip_cheap else sorted({int(x) for x in args.cheap_nodes.split(",") if x.strip()})
+    if args.cheap_ns and (min(args.cheap_ns) < 1 or max(args.cheap_ns) > 4096):
+        p.error("--cheap-nodes must be between 1 and 4096")
     if args.runs < 1:
         p.error("--runs must be at least 1")
+    args.cheap_runs = args.cheap_runs or args.runs
+    args.skip_watch = args.skip_watch or args.skip_cheap
+    if not args.skip_watch and not 1 <= args.watch_nodes <= 4096:
+        p.error("--watch-nodes must be between 1 and 4096")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its report."""
     args = parse_args(argv)
+    raise_nofile()  # OpenSSH's contender holds two files per ssh process, up to 1,024 at once
     started = time.monotonic()
     start_stamp = datetime.now(UTC).isoformat(timespec="seconds")
     ansible: str | None = None
@@ -201,11 +323,16 @@ def main(argv: list[str] | None = None) -> int:
             log(f"Ansible unavailable: {ansible_why}")
     machine = machine_info(ansible_version)
     out: dict[str, Any] = {"cluster_start_s": {}, "digests": {}, "bot_digests": {}, "simulator": {},
-                           "command_bytes": 0}
+                           "command_bytes": 0, "cheap_digests": {}, "cheap_bot_digests": {}}
     results: list[c.Result] = []
+    startup: dict[str, Any] = {}
     if args.readiness != "only":
         for n in args.ns:
             results += run_n(n, args, ansible, ansible_why, out)
+        log("start-up: inferbot --help …")
+        startup = c.startup(args.runs)
+        if args.cheap_ns or not args.skip_watch:
+            results += run_cheap(args, out)
     readiness: dict[str, Any] = {"status": "skipped (--readiness skip)"}
     if args.readiness != "skip":
         log("readiness-notice latency …")
@@ -214,56 +341,83 @@ def main(argv: list[str] | None = None) -> int:
     rows = [report.result_row(r) for r in results]
     report.add_ratios(rows)
     same = all(out["digests"].get(n) == out["bot_digests"].get(n) for n in out["digests"])
+    same_cheap = all(out["cheap_digests"].get(n) == out["cheap_bot_digests"].get(n) for n in out["cheap_digests"])
     inferbot = {}
     for r in results:
         if r.contender == report.WARM and r.runs:
             rtn = r.extra.get("round_trips_per_node", [])
-            inferbot[r.nodes] = {"round_trips_per_node": max(rtn) if rtn else None,
-                                 "all_questions_exactly_1": bool(rtn) and all(x == 1.0 for x in rtn),
-                                 "connects": r.extra.get("connects"), "nodes": r.nodes}
+            inferbot[f"{r.cluster}-{r.nodes}"] = {
+                "round_trips_per_node": max(rtn) if rtn else None,
+                "all_questions_exactly_1": bool(rtn) and all(x == 1.0 for x in rtn),
+                "connects": r.extra.get("connects"), "nodes": r.nodes, "cluster": r.cluster}
     machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     notes = [
         "wall = one question, from the start of the contender's first process (or answer() call) to the last "
-        "byte of every node's answer; ×warm / ×cold = this median ÷ inferbot warm's / cold's median at the same N",
+        "byte of every node's answer; ×warm / ×cold = this median ÷ inferbot warm's / cold's median at the same N "
+        "on the same kind of nodes",
         "client CPU = user+sys of every client-side process per question (wait4 rusage; OpenSSH mux masters "
         "from /proc), divided by N; the warm client's is its own getrusage delta around answer()",
         report.RSS_CAVEAT,
         "inferbot warm: one long-lived process (bench/warm_client.py) with runtime(config); one warm-up question "
         "opens the connections and is not counted; peak RSS is its VmHWM with the Slack front end imported",
         "inferbot cold: `inferbot ask \"…\" --json --config FILE`, whole process (Python start-up, imports, "
-        "new SSH connections, SQLite store); peak RSS from wait4",
-        "each client uses its default key exchange with these sshd (see key_exchange: OpenSSH 9.2's "
-        "sntrup761x25519 costs about 0.1 s of CPU per handshake on this machine; it weighs on every new "
+        "new SSH connections, SQLite store); peak RSS from wait4; the one-shot `ssh` it is compared with is "
+        "OpenSSH sequential at N = 1 (a new connection, the same remote command)",
+        "each client uses its default key exchange with the simulated nodes' sshd (see key_exchange: OpenSSH "
+        "9.2's sntrup761x25519 costs about 0.1 s of CPU per handshake on this machine; it weighs on every new "
         "connection: OpenSSH sequential, inferbot cold, Ansible's first run) — this is part of what is compared",
-        "all nodes, their sshd and the client share this machine's cores, so at large N the nodes' own work (see "
-        "the simulator's cost) competes with the client and bounds every contender's wall time",
+        "simulated nodes: all nodes, their sshd and the client share this machine's cores, so at large N the "
+        "nodes' own work (see the simulator's cost) competes with the client and bounds every contender's wall",
+        "cheap nodes (bench/cheap.py) replay one recorded answer of the simulated Kimi node through real sshd, "
+        "so the client's own cost shows; their sshd offer curve25519 only (connection set-up is not measured "
+        "there: every contender is warm). Every cheap node gives the same bytes every time: the client's caches "
+        "keyed on text (parsed argv, unit file, bench files) hit as they would on a homogeneous fleet whose "
+        "settings did not change; a cache keyed on a whole answer would be flattered here, not on the "
+        "simulated nodes, whose answers differ per node and over time",
         f"OpenSSH sequential and Ansible stop repeating at a time budget per N ({SEQ_BUDGET_S:g}s / "
         f"{ANSIBLE_BUDGET_S:g}s); where that meant fewer runs than asked, the contender's notes say so",
     ]
+    banner = [args.banner] if args.banner else []
+    if args.quick:
+        banner.append("smoke run (--quick): fewer N and runs, not for comparisons")
     if machine["load_average_at_start"][0] > (machine["cores"] or 1):
+        banner.append(f"noisy machine: load average {machine['load_average_at_start'][0]} at the start on "
+                      f"{machine['cores']} cores")
         notes.append(f"the machine was busy with other work when the run started (load average "
                      f"{machine['load_average_at_start']}): wall times are noisier and higher than on an idle box")
+    cheap = out.get("cheap", {})
     rep: dict[str, Any] = {
-        "schema": 1, "started_at": start_stamp, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "schema": 2, "started_at": start_stamp, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.monotonic() - started, 1), "question": QUESTION,
+        "banner": "; ".join(banner) or None,
         "options": {"nodes": args.ns, "runs": args.runs, "quick": args.quick, "skip_ansible": args.skip_ansible,
-                    "readiness": args.readiness},
+                    "readiness": args.readiness, "cheap_nodes": args.cheap_ns, "cheap_runs": args.cheap_runs,
+                    "watch_nodes": None if args.skip_watch else args.watch_nodes,
+                    "watch_intervals": args.watch_intervals},
         "machine": machine,
         "key_exchange": out.get("kex", {}),
-        "remote_command": {"bytes": out["command_bytes"], "digests": out["digests"], "same_as_bot": same},
+        "remote_command": {"bytes": out["command_bytes"], "digests": out["digests"], "same_as_bot": same and same_cheap,
+                           "cheap_digests": out["cheap_digests"]},
         "cluster_start_s": out["cluster_start_s"],
-        "goals": report.goals(rows, args.ns, readiness),
+        "goals": report.goals(rows, args.cheap_ns, startup, cheap.get("recording", {}).get("node_cost", {}),
+                              out.get("watch", {"status": "skipped"})),
+        "earlier_goals": report.earlier_goals(rows, args.ns, readiness),
         "results": rows,
         "inferbot": inferbot,
         "simulator": out["simulator"],
+        "cheap": cheap,
+        "watch": out.get("watch", {"status": "skipped"}),
+        "startup": startup,
         "readiness": readiness,
         "notes": notes,
     }
     rep["table"] = report.table_rows(rows)
     print(report.terminal(rep))
     if not args.no_write:
-        js, md = report.write(rep)
+        js, md = report.write(rep, args.name)
         log(f"wrote {js.relative_to(REPO_ROOT)} and {md.relative_to(REPO_ROOT)} ({rep['duration_s']:.0f}s in all)")
+    else:
+        log(f"done in {rep['duration_s']:.0f}s")
     return 0
 
 

@@ -22,9 +22,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from bench.common import Manifest, NodeInfo
+from bench.common import Manifest, NodeInfo, process_tree
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, kimi_node
 from tests.sshd import ClientKey, Sshd, free_port, login_user, start_sshd
@@ -49,18 +50,18 @@ def _toml_str(value: str) -> str:
 
 
 def write_config(path: Path, nodes: list[NodeInfo], manifest: Manifest, state_dir: Path,
-                 bench_dirs: dict[str, str]) -> None:
-    """The inferbot TOML for ``nodes``: one Kimi service per node, host keys checked."""
-    out = ["# Written by bench/cluster.py for one benchmark run.", ""]
+                 bench_dirs: dict[str, str], timeout: str = "30s", extra: Sequence[str] = ()) -> None:
+    """The inferbot TOML for ``nodes``: one Kimi service per node, host keys checked; ``extra`` lines at the end."""
+    out = ["# Written by the benchmark for one run.", ""]
     for n in nodes:
         out += ["[[nodes]]", f"name = {_toml_str(n.name)}", f"host = {_toml_str(n.host)}", f"port = {n.port}",
                 f"user = {_toml_str(n.user)}", f"key_file = {_toml_str(manifest.key_file)}",
-                f"known_hosts = {_toml_str(manifest.known_hosts)}", 'timeout = "30s"', ""]
+                f"known_hosts = {_toml_str(manifest.known_hosts)}", f"timeout = {_toml_str(timeout)}", ""]
     for n in nodes:
-        svc = n.name.replace("node-", "kimi-")
+        svc = "kimi-" + n.name.partition("-")[2]
         out += ["[[services]]", f"name = {_toml_str(svc)}", f"node = {_toml_str(n.name)}",
                 f"unit = {_toml_str(KIMI_UNIT)}", f"bench_dir = {_toml_str(bench_dirs[n.name])}", ""]
-    out += ["[state]", f"dir = {_toml_str(str(state_dir))}", ""]
+    out += ["[state]", f"dir = {_toml_str(str(state_dir))}", "", *extra]
     path.write_text("\n".join(out))
 
 
@@ -86,23 +87,7 @@ def write_ssh_config(path: Path, nodes: list[NodeInfo], manifest: Manifest) -> N
 
 def _descendants(root: int) -> list[int]:
     """Every live process below ``root`` (by parent pid, as /proc says now)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rpartition(")")[2].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    return process_tree(root)
 
 
 def reap_all() -> None:

@@ -12,6 +12,7 @@ from ``/proc/PID/stat`` before and after each question.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -27,10 +28,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import QUESTION, REPO_ROOT, Manifest, NodeInfo
+from bench.common import (
+    QUESTION,
+    REPO_ROOT,
+    Manifest,
+    NodeInfo,
+    cgroup_usage_s,
+    summarize,
+    tree_cpu_s,
+    tree_memory,
+)
 from config.loader import load_config
+from config.models import Node
 from handlers.settings import SETTINGS_PROBE
+from services.cluster import Cluster
+from services.models import CommandResult, NodeError
 from services.node.probe import ProbeTarget, build_script, remote_command
+from services.node.ssh import NodePool, NodeUnreachable
 
 END_MARK = "@@inferbot@@ end"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -58,6 +72,7 @@ class Result:
     unavailable: str | None = None
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    cluster: str = "simulated"  # the nodes asked: "simulated" (bench.cluster) or "cheap" (bench.cheap)
 
 
 def settings_commands(config_path: str) -> dict[str, str]:
@@ -71,6 +86,39 @@ def settings_commands(config_path: str) -> dict[str, str]:
         opts = SETTINGS_PROBE.model_copy(update={"discover": not services})
         out[node.name] = remote_command(build_script(targets, opts))
     return out
+
+
+class _RecordingPool(NodePool):
+    """A pool that only notes what would be sent (command and stdin) and reaches no node."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: dict[str, tuple[str, str | None]] = {}
+
+    async def run(self, node: Node, command: str, limit_s: float | None = None,
+                  stdin: str | None = None) -> CommandResult:
+        self.sent[node.name] = (command, stdin)
+        raise NodeUnreachable(NodeError(kind="other", reason="recorded, not sent", fix=""))
+
+
+def watch_commands(config_path: str) -> dict[str, tuple[str, str | None]]:
+    """Node name -> (command, stdin) the unplanned-restart watcher sends: taken from ``Cluster.probe_node``
+    with ``handlers.watcher.WATCH_PROBE`` itself, so it follows whatever the product builds."""
+    # Imported here: handlers.watcher brings the store (SQLAlchemy), which would raise this runner's own RSS,
+    # and so the floor below which a child's ru_maxrss cannot be told from ours (see report.RSS_CAVEAT).
+    from handlers.watcher import WATCH_PROBE
+
+    config = load_config(config_path)
+    pool = _RecordingPool()
+    cluster = Cluster(config, pool)
+
+    async def all_nodes() -> None:
+        for node in config.nodes:
+            services = [s for s in config.services if s.node == node.name]
+            await cluster.probe_node(node, services, WATCH_PROBE)
+
+    asyncio.run(all_nodes())
+    return dict(pool.sent)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -188,7 +236,7 @@ def _first_line(text: str) -> str:
 
 def inferbot_cold(manifest: Manifest, n: int, runs: int, timeout_s: float = 120.0) -> Result:
     """``inferbot ask "…" --json --config FILE`` as a fresh process: whole-process wall, CPU and peak RSS."""
-    res = Result("inferbot cold", n)
+    res = Result("inferbot cold", n, cluster=manifest.kind)
     exe = str(Path(sys.executable).with_name("inferbot"))
     argv = [exe, "ask", QUESTION, "--json", "--config", manifest.configs[n]]
     for _ in range(runs):
@@ -207,9 +255,10 @@ def inferbot_cold(manifest: Manifest, n: int, runs: int, timeout_s: float = 120.
     return res
 
 
-def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float = 300.0) -> Result:
+def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float | None = None) -> Result:
     """The long-lived bot path in its own process (``bench.warm_client``); see that module."""
-    res = Result("inferbot warm", n)
+    res = Result("inferbot warm", n, cluster=manifest.kind)
+    timeout_s = timeout_s if timeout_s is not None else 300.0 + n * (0.5 + 0.1 * runs)
     argv = [sys.executable, "-m", "bench.warm_client", "--config", manifest.configs[n], "--runs", str(runs)]
     d = reap(spawn(argv, env=_env(), cwd=str(REPO_ROOT), new_session=True), timeout_s)
     try:
@@ -245,6 +294,14 @@ def _ssh_base(manifest: Manifest) -> list[str]:
     return ["ssh", "-F", manifest.ssh_config]
 
 
+def _dest(manifest: Manifest, node: NodeInfo) -> list[str]:
+    """How ``ssh`` names ``node``: its Host entry (simulated nodes), or ``-p PORT ADDRESS`` (cheap nodes, whose
+    ssh_config has no per-node entries)."""
+    if manifest.kind == "cheap":
+        return ["-p", str(node.port), node.host]
+    return [node.name]
+
+
 def _check_outputs(outputs: list[Done]) -> str | None:
     for d in outputs:
         if d.rc != 0 or END_MARK not in d.stdout:
@@ -255,12 +312,12 @@ def _check_outputs(outputs: list[Done]) -> str | None:
 def openssh_sequential(manifest: Manifest, n: int, runs: int, commands: dict[str, str],
                        timeout_s: float = 60.0) -> Result:
     """One ``ssh`` per node, one after another (new connection each; host keys checked, BatchMode)."""
-    res = Result("OpenSSH sequential", n)
+    res = Result("OpenSSH sequential", n, cluster=manifest.kind)
     base = [*_ssh_base(manifest), "-o", "ControlMaster=no", "-o", "ControlPath=none"]
     nodes = manifest.nodes[:n]
     for _ in range(runs):
         started = time.perf_counter()
-        done = [reap(spawn([*base, node.name, commands[node.name]]), timeout_s) for node in nodes]
+        done = [reap(spawn([*base, *_dest(manifest, node), commands[node.name]]), timeout_s) for node in nodes]
         wall = time.perf_counter() - started
         res.runs.append(Run(wall, sum(d.cpu_s for d in done), max(d.maxrss_kib for d in done),
                             max(d.maxrss_kib for d in done), _check_outputs(done)))
@@ -292,38 +349,86 @@ def close_masters(d: Path) -> None:
             p.wait()
 
 
-def _master_pid(manifest: Manifest, mux: list[str], node: NodeInfo) -> int:
-    out = subprocess.run([*_ssh_base(manifest), *mux, "-O", "check", node.name], capture_output=True,
-                         text=True, timeout=10)
-    m = re.search(r"pid=(\d+)", out.stderr + out.stdout)
-    return int(m.group(1)) if m else 0
+def _master_pids(manifest: Manifest, mux: list[str], nodes: list[NodeInfo], batch: int = 64) -> list[int]:
+    """The multiplexing master's pid of each node (``ssh -O check``, ``batch`` at a time); 0 when not found."""
+    out: list[int] = []
+    for i in range(0, len(nodes), batch):
+        procs = [spawn([*_ssh_base(manifest), *mux, "-O", "check", *_dest(manifest, node)])
+                 for node in nodes[i:i + batch]]
+        for p in procs:
+            d = reap(p, 10)
+            m = re.search(r"pid=(\d+)", d.stderr + d.stdout)
+            out.append(int(m.group(1)) if m else 0)
+    return out
 
 
 def openssh_multiplexed(manifest: Manifest, n: int, runs: int, commands: dict[str, str],
                         timeout_s: float = 60.0) -> Result:
-    """``ControlMaster=auto``/``ControlPersist=60``: masters warmed first, then all N ``ssh`` at once."""
-    res = Result("OpenSSH parallel mux", n)
+    """``ControlMaster=auto``/``ControlPersist=60``: masters warmed first, then all N ``ssh`` at once.
+
+    On cheap nodes it also measures the node side during the measured runs: the CPU of every sshd process
+    (and what they reaped: the shells and ``cat``) per question per node, and, with the N masters connected,
+    the node side's processes and memory.
+    """
+    res = Result("OpenSSH parallel mux", n, cluster=manifest.kind)
     nodes = manifest.nodes[:n]
     with control_dir() as d:
-        mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={d}/%C", "-o", "ControlPersist=60"]
+        mux = ["-o", "ControlMaster=auto", "-o", f"ControlPath={d}/%C", "-o", "ControlPersist=120"]
         base = [*_ssh_base(manifest), *mux]
-        warm = [reap(p, timeout_s) for p in [spawn([*base, node.name, "true"]) for node in nodes]]
+        warm = [reap(p, timeout_s) for p in [spawn([*base, *_dest(manifest, node), "true"]) for node in nodes]]
         if (why := _check_warm(warm)) is not None:
             res.unavailable = f"could not warm the masters: {why}"
             return res
-        masters = [_master_pid(manifest, mux, node) for node in nodes]
+        masters = _master_pids(manifest, mux, nodes)
         res.extra["masters_found"] = sum(1 for m in masters if m)
+        node_cpu0 = _node_cpu_s(manifest)
+        ok_runs = 0
         for _ in range(runs):
             m0 = sum(_proc_cpu_s(m) for m in masters if m)
             started = time.perf_counter()
-            procs = [spawn([*base, node.name, commands[node.name]]) for node in nodes]
+            procs = [spawn([*base, *_dest(manifest, node), commands[node.name]]) for node in nodes]
             done = [reap(p, timeout_s) for p in procs]
             wall = time.perf_counter() - started
             master_cpu = sum(_proc_cpu_s(m) for m in masters if m) - m0
+            err = _check_outputs(done)
+            ok_runs += err is None
             res.runs.append(Run(wall, sum(x.cpu_s for x in done) + master_cpu, max(x.maxrss_kib for x in done),
-                                sum(x.maxrss_kib for x in done), _check_outputs(done)))
+                                sum(x.maxrss_kib for x in done), err))
+        if manifest.kind == "cheap" and runs:
+            node_cpu = _node_cpu_s(manifest) - node_cpu0
+            res.extra["node_side"] = {"cpu_ms_per_node_per_question": round(node_cpu * 1000 / (runs * n), 3),
+                                      "questions": runs * n, "cpu_accounting": manifest.node_side.get("cpu_accounting"),
+                                      **tree_memory(manifest.cluster_pid)}
+            res.extra["client_side_masters"] = tree_memory_of(masters)
     res.notes.append("client CPU includes the multiplexing masters (read from /proc before and after)")
     return res
+
+
+def _node_cpu_s(manifest: Manifest) -> float:
+    """CPU used so far by the cheap nodes' sshd and all they forked (their cgroup, else /proc); 0 elsewhere."""
+    if manifest.kind != "cheap":
+        return 0.0
+    if (path := manifest.node_side.get("cgroup")) and (used := cgroup_usage_s(path)) is not None:
+        return used
+    return tree_cpu_s(manifest.cluster_pid)
+
+
+def tree_memory_of(pids: list[int]) -> dict[str, float | int]:
+    """PSS and RSS added up over ``pids`` (the multiplexing masters), in MB."""
+    rss = pss = 0
+    for pid in pids:
+        if not pid:
+            continue
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return {"processes": sum(1 for p in pids if p), "rss_sum_mb": round(rss / 1024, 1), "pss_mb": round(pss / 1024, 1)}
 
 
 def _check_warm(done: list[Done]) -> str | None:
@@ -420,7 +525,7 @@ def ansible_adhoc(manifest: Manifest, n: int, runs: int, commands: dict[str, str
     The first run opens the SSH connections and is reported apart; then up to ``runs`` measured runs, fewer
     when the next one would end past ``budget_s`` (at least one).
     """
-    res = Result("Ansible ad-hoc", n)
+    res = Result("Ansible ad-hoc", n, cluster=manifest.kind)
     d = Path(tempfile.mkdtemp(prefix="ibm-a-", dir="/tmp"))
     try:
         inv, cfg = write_ansible_files(d, manifest, n, commands)
@@ -480,3 +585,37 @@ def simulator_cost(manifest: Manifest, commands: dict[str, str], runs: int, max_
     res.notes.append(f"{min(max_nodes, len(manifest.nodes))} nodes x {runs} runs; CPU includes every "
                      "command the script ran (fake systemctl/journalctl/nvidia-smi, curl, base64, awk)")
     return res
+
+
+# ----------------------------------------------------------------------------------------------------------
+# start-up
+
+
+def startup(runs: int, timeout_s: float = 60.0) -> dict[str, Any]:
+    """``inferbot --help`` as a fresh process, and the interpreter's own start-up (``python -c pass``) beside it."""
+    exe = str(Path(sys.executable).with_name("inferbot"))
+    out: dict[str, Any] = {}
+    for key, what, argv in (("help", "inferbot --help", [exe, "--help"]),
+                            ("python", "python -c pass (the interpreter alone)", [sys.executable, "-c", "pass"])):
+        reap(spawn(argv, env=_env()), timeout_s)  # page cache and .pyc files, as on a machine in use
+        done = [reap(spawn(argv, env=_env()), timeout_s) for _ in range(runs)]
+        bad = [d for d in done if d.rc != 0]
+        out[key] = {"what": what, "wall_s": summarize([d.wall_s for d in done]),
+                    "cpu_s": summarize([d.cpu_s for d in done]), "runs": runs,
+                    "errors": [f"exit {d.rc}: {_first_line(d.stderr)}" for d in bad][:2]}
+    return out
+
+
+def watcher_at_scale(manifest: Manifest, n: int, intervals: int) -> dict[str, Any]:
+    """``python -m bench.watch_scale`` against the first ``n`` cheap nodes (see that module)."""
+    argv = [sys.executable, "-m", "bench.watch_scale", "--config", manifest.watch_configs[n],
+            "--intervals", str(intervals)]
+    d = reap(spawn(argv, env=_env({"INFERBOT_LOG_LEVEL": "ERROR"}), cwd=str(REPO_ROOT), new_session=True),
+             300.0 + intervals * 30.0)
+    try:
+        data: dict[str, Any] = json.loads(d.stdout)
+    except ValueError:
+        return {"status": f"not measured (the watcher process failed, exit {d.rc}: {_first_line(d.stderr)})"}
+    data["status"] = "measured" if not data.get("errors") else "measured, with errors"
+    data["process_cpu_s_total"] = round(d.cpu_s, 2)
+    return data

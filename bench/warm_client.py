@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import QUESTION, command_digest, read_vm_hwm_kib
+from bench.common import QUESTION, command_digest, raise_nofile, read_vm_hwm_kib
 from bot.app import runtime
 from bot.dispatch import answer
 from config.loader import load_config
@@ -134,6 +134,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--question", default=QUESTION)
     args = p.parse_args()
+    raise_nofile()
     result = asyncio.run(measure(args.config, args.runs, args.question))
     json.dump(result, sys.stdout)
     print()

@@ -1,0 +1,125 @@
+"""The watcher at scale: the bot's CPU while its scheduler polls N services every ``[watch] interval``.
+
+    python -m bench.watch_scale --config FILE --intervals 3
+
+Runs the real job path in its own process: ``runtime(config)`` (pool, cluster, SQLite store), the Slack front
+end's modules imported (as in ``inferbot serve``), and ``bot.scheduler.BotScheduler`` with its job store in
+the bot's database, which adds one ``watch:<node>`` job per node (``bot.jobs.watch_node_job`` →
+``handlers.health_watch.watch`` → ``handlers.watcher.watch_node``) plus its ``reconcile`` job. Notices go to
+a ``RecordingNotifier`` (there should be none: the nodes' answers do not change).
+
+The first round (connections opened, baselines written) is not counted. Then this process's CPU
+(``getrusage``: every thread) is read at the start and the end of a window of exactly ``--intervals``
+intervals, so the window holds that many rounds whatever their phase: CPU % of one core = CPU ÷ window.
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.common import raise_nofile, read_vm_hwm_kib
+from bench.warm_client import _import_front_end
+from bot.app import runtime
+from bot.scheduler import BotScheduler
+from config.loader import load_config
+from config.models import Node, Service
+from handlers.notify import RecordingNotifier
+from services.cluster import NodeReport
+from services.models import ServiceState
+from services.node.probe import NodeRaw, ProbeOptions
+
+
+def _cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+async def measure(config_path: str, intervals: int, first_round_limit_s: float) -> dict[str, Any]:
+    """Start the scheduler's watchers, let one round pass, then measure ``intervals`` intervals."""
+    config = load_config(config_path)
+    nodes = sorted({s.node for s in config.services})
+    n = len(nodes)
+    interval = float(config.watch.interval)
+    out: dict[str, Any] = {"nodes": n, "services": len(config.services), "interval_s": interval,
+                           "intervals": intervals, "errors": []}
+    out["slack_front_end_imported"] = _import_front_end()
+    polls = {"ok": 0, "failed": 0}
+    failures: list[str] = []
+    first_round = asyncio.Event()
+    async with runtime(config) as rt:
+        real_probe = rt.cluster.probe_node
+
+        async def counting_probe(node: Node, services: Sequence[Service], options: ProbeOptions
+                                 ) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
+            report, states, raw = await real_probe(node, services, options)
+            if report.ok and all(s.state != "unreachable" for s in states):
+                polls["ok"] += 1
+            else:
+                polls["failed"] += 1
+                if report.error is not None and len(failures) < 5:
+                    failures.append(f"{node.name}: {report.error.reason}")
+            if polls["ok"] + polls["failed"] >= n:
+                first_round.set()
+            return report, states, raw
+
+        rt.cluster.probe_node = counting_probe  # type: ignore[method-assign]  # counts, then does the real work
+        notifier = RecordingNotifier()
+        sched = BotScheduler(rt, notifier)
+        c0, t0 = _cpu_s(), time.monotonic()
+        await sched.start(watch=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(first_round.wait(), first_round_limit_s)
+        out["first_round_s"] = round(time.monotonic() - t0, 2)
+        out["first_round_cpu_s"] = round(_cpu_s() - c0, 2)
+        out["first_round_polls"] = dict(polls)
+        if polls["ok"] + polls["failed"] < n:
+            out["errors"].append(f"the first round did not finish within {first_round_limit_s:g}s")
+        before = dict(polls)
+        c1, t1 = _cpu_s(), time.monotonic()
+        await asyncio.sleep(intervals * interval)
+        c2, t2 = _cpu_s(), time.monotonic()
+        window_polls = {k: polls[k] - before[k] for k in polls}
+        await sched.shutdown()
+        out.update(
+            window_s=round(t2 - t1, 2), window_cpu_s=round(c2 - c1, 3),
+            cpu_percent_of_one_core=round(100 * (c2 - c1) / (t2 - t1), 2),
+            window_polls=window_polls, expected_polls=intervals * n,
+            cpu_ms_per_poll=round(1000 * (c2 - c1) / max(1, sum(window_polls.values())), 2),
+            notices=len(notifier.posts),
+            connects=rt.pool.connects, failures=failures,
+        )
+        if window_polls["failed"]:
+            out["errors"].append(f"{window_polls['failed']} polls failed: {failures[:2]}")
+        if sum(window_polls.values()) < intervals * n:
+            out["errors"].append(f"{sum(window_polls.values())} polls in the window, {intervals * n} expected")
+    out["peak_rss_kib"] = read_vm_hwm_kib()
+    return out
+
+
+def main() -> int:
+    """Entry point of ``python -m bench.watch_scale``."""
+    p = argparse.ArgumentParser(prog="python -m bench.watch_scale", description=__doc__.splitlines()[0])
+    p.add_argument("--config", required=True)
+    p.add_argument("--intervals", type=int, default=3)
+    p.add_argument("--first-round-limit", type=float, default=240.0)
+    args = p.parse_args()
+    raise_nofile()
+    logging.getLogger("inferbot").setLevel(logging.WARNING)
+    result = asyncio.run(measure(args.config, args.intervals, args.first_round_limit))
+    json.dump(result, sys.stdout)
+    print()
+    return 0 if not result["errors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
