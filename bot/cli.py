@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from bot.ask_once import UsageError, ask
-from bot.logs import setup_logging
-from config.loader import ConfigError, load_config
-from config.models import BotConfig
-from services.redact import redact_patterns
-from services.store.db_url import DatabaseUrlError
-from services.store.migrate import SchemaError
+from bot.errors import UsageError
+from services.store.errors import DatabaseUrlError, SchemaError
+
+if TYPE_CHECKING:
+    from config.models import BotConfig
+
+# Only argparse at import time: `inferbot --help` and a usage error must not pay for what a command
+# uses (asyncio, pydantic, asyncssh, SQLAlchemy, Slack). Each command imports its own front end below.
 
 EXIT_USAGE = 2
 
@@ -66,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(path: str | None) -> BotConfig:
+    from config.loader import ConfigError, load_config
+    from services.redact import redact_patterns
+
     try:
         config = load_config(path)
     except ConfigError as e:
@@ -104,6 +105,8 @@ def state_dir_problem(config: BotConfig) -> str | None:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             return f"{key} cannot be created: {e.strerror} — set {setting} to a directory the bot may write"
+    import tempfile
+
     try:
         # A real write, not os.access(): root passes access() checks a read-only mount still refuses.
         with tempfile.TemporaryFile(dir=d):
@@ -120,6 +123,8 @@ def state_dir_problem(config: BotConfig) -> str | None:
 
 async def _run(args: argparse.Namespace) -> int:
     if args.cmd == "ask":
+        from bot.ask_once import ask
+
         return await ask(_load(args.config), " ".join(args.question), args.json, png=args.png)
     if args.cmd == "demo":
         from bot.demo import run_demo
@@ -146,13 +151,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``inferbot`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
-    setup_logging(os.environ.get("INFERBOT_LOG_LEVEL", "WARNING"))
     try:
         args = build_parser().parse_args(argv)
+        import asyncio
+
+        from bot.logs import setup_logging
+
+        setup_logging(os.environ.get("INFERBOT_LOG_LEVEL", "WARNING"))
         return asyncio.run(_run(args))
     except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
         print(f"inferbot: {e}", file=sys.stderr)
         if as_json:
+            import json
+
             print(json.dumps({"ok": False, "error": str(e)}))
         return EXIT_USAGE
     except KeyboardInterrupt:
