@@ -28,7 +28,8 @@ REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Built on first use, not at import: a question from the terminal touches one or two of them.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class SettingsSnapshot(_Record):
@@ -214,7 +215,7 @@ class MetricPoint(_Record):
 class Silence(BaseModel):
     """Notices about ``service`` on ``node`` that are suppressed until ``until`` (asked by ``by``)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     service: str
     node: str
@@ -227,7 +228,7 @@ class Silence(BaseModel):
 class HealthMemo(BaseModel):
     """What the health watcher remembers about one service between two looks."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     invocation: str = ""  # the start (systemd InvocationID) this memo is about
     main_pid: int = 0
