@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -19,6 +22,10 @@ if TYPE_CHECKING:
 # uses (asyncio, pydantic, asyncssh, SQLAlchemy, Slack). Each command imports its own front end below.
 
 EXIT_USAGE = 2
+
+FRONT_ENDS = {"ask": "bot.ask_once", "demo": "bot.demo", "check": "bot.check", "serve": "bot.slack.serve",
+              "restart": "bot.restart_cli"}
+"""The module each command runs (imported only for that command; ``_run`` imports from it)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -147,16 +154,32 @@ async def _run(args: argparse.Namespace) -> int:
     raise UsageError(f"unknown command {args.cmd}")
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: for the imports of a command, which only build what lives until
+    the process ends (modules, classes, pydantic schemas), so every collection they trigger would walk a
+    growing heap and free nothing (~30 ms of CPU for ``ask``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``inferbot`` console script."""
+    """Run one ``inferbot`` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     try:
         args = build_parser().parse_args(argv)
-        import asyncio
+        with _gc_paused():
+            import asyncio
 
-        from bot.logs import setup_logging
+            from bot.logs import setup_logging
 
+            importlib.import_module(FRONT_ENDS[args.cmd])
         setup_logging(os.environ.get("INFERBOT_LOG_LEVEL", "WARNING"))
         return asyncio.run(_run(args))
     except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
@@ -171,5 +194,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The ``inferbot`` console script: :func:`main`, then exit without walking the heap once more.
+
+    Everything was closed by then (connections, the store, temporary files); freezing the objects
+    left spares the interpreter's last garbage collection (~80 ms of CPU after a question), while
+    its normal shutdown (atexit, flushing the streams) still runs.
+    """
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
