@@ -6,6 +6,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from config.models import BotConfig
 from handlers.context import Asker, Context
@@ -13,8 +14,9 @@ from handlers.ports import Dashboards, Jobs, Notifier
 from services.access import GroupLookup, NoGroups
 from services.cluster import Cluster
 from services.node.ssh import NodePool
-from services.store.db_url import database_url
-from services.store.store import Store
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 
 @dataclass
@@ -44,6 +46,10 @@ def open_store(config: BotConfig) -> Store:
     A PostgreSQL password comes from ``$INFERBOT_DB_PASSWORD`` / ``$INFERBOT_DB_PASSWORD_FILE`` only
     (``services.store.db_url.DatabaseUrlError``: one line, e.g. for a password written into the config).
     """
+    # SQLAlchemy is imported here, when a store is opened, not with this module (docs/architecture.md).
+    from services.store.db_url import database_url
+    from services.store.store import Store
+
     url = config.state.database_url()
     if url.startswith("sqlite:///"):
         os.makedirs(os.path.dirname(url.removeprefix("sqlite:///")) or ".", exist_ok=True)

@@ -9,16 +9,13 @@ from pathlib import Path
 
 from bot.app import runtime
 from bot.dispatch import answer
+from bot.errors import UsageError
 from bot.render_text import render_text
 from config.models import BotConfig
 from handlers.context import Asker
 from handlers.reply import Reply
 
 EXIT_OK = 0
-
-
-class UsageError(Exception):
-    """Bad usage or config: one clear line on stderr, exit 2."""
 
 
 def emit(reply: Reply, as_json: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC
+from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.audit import record
@@ -19,7 +20,10 @@ from services.cluster import held_api_key
 from services.node.assemble import expected_model
 from services.node.bench_run import BenchOutcome, num_prompts, plan_for, run_acceptance, summary_line, verdict
 from services.node.probe import ProbeOptions
-from services.store.store import BenchRun, Follow, Store
+from services.store.records import BenchRun, Follow
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 PLAN_PROBE = ProbeOptions(gpus=False, journal_lines=0, http_timeout_s=3.0)
 STALE_MARGIN_S = 120.0

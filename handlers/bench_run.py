@@ -14,6 +14,7 @@ import logging
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.acceptance import PLAN_PROBE, STALE_MARGIN_S, run_bench, what_runs
@@ -26,7 +27,10 @@ from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart import CANCEL, CONFIRM, ActionOutcome
 from services.access import check_restart_access, check_second_person
-from services.store.store import RestartRequest, Store
+from services.store.records import RestartRequest
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 BENCH_PREFIX = "b-"
 LOCK_MARGIN_S = 300.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.models import Service
 from handlers.common import PHASE_WORDS, fmt_duration
@@ -17,7 +17,10 @@ from handlers.context import Context, Request
 from handlers.reply import Chart, ChartMarker, ChartPanel, ChartSeries, Reply, Section, Status
 from services.node.probe import ProbeOptions
 from services.parse import bench as bench_parse
-from services.store.store import LoadRecord, MetricPoint, Store
+from services.store.records import LoadRecord, MetricPoint
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 DEFAULT_WINDOW_S = 24 * 3600
 MAX_WINDOW_S = 7 * 24 * 3600  # what the store keeps

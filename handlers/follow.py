@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.acceptance import after_ready
@@ -29,8 +30,9 @@ from services.models import ServiceState
 from services.node.assemble import expected_model
 from services.node.probe import ProbeOptions
 from services.store.records import Follow, FollowReason, LoadOutcome, LoadRecord
-from services.store.shared_state import audited, claim_progress_edit, forget_progress, release_progress_edit
-from services.store.store import Store
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 log = logging.getLogger("inferbot.follow")
 
@@ -100,6 +102,10 @@ async def start_follow(
 ) -> Follow:
     """Record a load to follow and schedule its polling (when a scheduler is running and ``schedule``)."""
     key = follow_key(service.name, service.node)
+    # The shared-state helpers are SQLAlchemy code: imported where a load is followed, never by a
+    # question from the terminal (docs/architecture.md, "Lazy imports").
+    from services.store.shared_state import forget_progress
+
     await forget_progress(require_store(ctx), key)  # a new load: its first progress edit is not paced
     f = await require_store(ctx).upsert_follow(
         key, service.name, service.node, service.unit, invocation_id, started_at, reason,
@@ -172,6 +178,8 @@ async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: No
     channel = f.thread_channel
     if not channel:
         return f
+    from services.store.shared_state import claim_progress_edit, release_progress_edit
+
     store = require_store(ctx)
     text = progress_text(f, st, now)
     reply = progress_reply(f, text)
@@ -327,6 +335,8 @@ async def _restart_over(store: Store, f: Follow, outcome: str, now: datetime) ->
 async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: Notifier | None,
                     now: datetime) -> None:
     """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
+    from services.store.shared_state import audited
+
     store = require_store(ctx)
     await _restart_over(store, f, outcome, now)
     if f.request_id and f.reason == "restart" and not await audited(store, "restart.executed", f.request_id):

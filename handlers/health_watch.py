@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.audit import record
@@ -37,8 +38,11 @@ from handlers.watcher import watch_node
 from services.models import ServiceState
 from services.node.probe import NodeRaw, ProbeOptions, UnitRaw
 from services.parse.metrics import MetricsParseError, parse_metrics
-from services.store.health_state import HealthMemo, active_silence, get_memo, set_memo
-from services.store.store import Store
+from services.store.health_state import active_silence, get_memo, set_memo
+from services.store.records import HealthMemo
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 log = logging.getLogger("inferbot.health")
 

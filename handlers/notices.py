@@ -10,12 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from handlers.context import Context
 from handlers.notify import Notifier
 from handlers.reply import Reply
 from services.store.records import Follow
-from services.store.store import Store
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 log = logging.getLogger("inferbot.follow")
 

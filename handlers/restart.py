@@ -18,6 +18,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from config.models import AccessPolicy, Service
 from handlers.audit import record
@@ -41,7 +42,10 @@ from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
 from services.node.restart import RestartResult, build_restart_command, execute_restart
-from services.store.store import LockRecord, RestartRequest, Store
+from services.store.records import LockRecord, RestartRequest
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 # GPUs: leftover vLLM processes outside the unit are listed in the confirmation (issue 14).
 IMPACT_PROBE = ProbeOptions(gpus=True, metrics_samples=1, http_timeout_s=3.0)

@@ -19,7 +19,7 @@ from handlers.reply import Reply, Section
 from services.access import check_restart_access
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
-from services.store.store import AuditEntry
+from services.store.records import AuditEntry
 
 # systemd's view only (no GPUs, journal or /metrics): the cheapest question a node can be asked.
 INFO_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=2.0)

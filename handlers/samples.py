@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from services.models import ServiceState
 from services.node.probe import NodeRaw
 from services.parse.metrics import MetricsParseError, parse_metrics
-from services.store.store import Store
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 log = logging.getLogger("inferbot.samples")
 

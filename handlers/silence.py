@@ -10,6 +10,7 @@ store, so it outlasts a restart of the bot, and it ends by itself.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.audit import record
@@ -19,8 +20,10 @@ from handlers.notify import dashboards_changed, groups_of
 from handlers.reply import Reply, Section
 from handlers.silence_text import clean_reason
 from services.access import check_restart_access
-from services.store.health_state import Silence, active_silence, active_silences, clear_silence, set_silence
-from services.store.store import Store
+from services.store.records import Silence
+
+if TYPE_CHECKING:
+    from services.store.store import Store
 
 MAX_SILENCE_S = 7 * 86400.0
 SILENCED_TS = "silenced"
@@ -44,6 +47,8 @@ async def silence_of(ctx: Context, service: str, node: str) -> Silence | None:
     """The silence of service@node in force now, if any (None without a store)."""
     if ctx.store is None:
         return None
+    from services.store.health_state import active_silence  # SQLAlchemy: only when silences are read
+
     return await active_silence(ctx.store, service, node, ctx.now())
 
 
@@ -51,6 +56,8 @@ async def silences_now(ctx: Context) -> list[Silence]:
     """Every silence in force now (none without a store)."""
     if ctx.store is None:
         return []
+    from services.store.health_state import active_silences
+
     return await active_silences(ctx.store, ctx.now())
 
 
@@ -60,6 +67,8 @@ async def suppress(ctx: Context, store: Store, key: str, place: str, service: st
 
     Idempotent across polls and processes: the notice row is claimed once, like a posted one.
     """
+    from services.store.health_state import active_silence
+
     s = await active_silence(store, service, node, now)
     if s is None:
         return False
@@ -111,6 +120,8 @@ async def handle_silence(ctx: Context, req: Request) -> Reply:
     if isinstance(targets, Reply):
         return targets
     assert ctx.store is not None
+    from services.store.health_state import set_silence
+
     now = ctx.now()
     until = now + timedelta(seconds=float(seconds))
     reason = clean_reason(str(req.args.get("reason") or ""))
@@ -140,6 +151,8 @@ async def handle_unsilence(ctx: Context, req: Request) -> Reply:
     if isinstance(targets, Reply):
         return targets
     assert ctx.store is not None
+    from services.store.health_state import clear_silence
+
     ended: list[str] = []
     for service in targets:
         removed = await clear_silence(ctx.store, service.name, service.node)

@@ -16,7 +16,7 @@ from services.cluster import held_api_key
 from services.models import ServiceState
 from services.node.assemble import expected_model
 from services.node.smoke import run_smoke
-from services.store.store import Follow, LoadOutcome, SmokeCheck
+from services.store.records import Follow, LoadOutcome, SmokeCheck
 
 
 def _load_id(f: Follow) -> str:

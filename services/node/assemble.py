@@ -10,8 +10,6 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import yaml
-
 from services.models import (
     BenchSummary,
     FlagValue,
@@ -108,6 +106,8 @@ def _yaml_config(raw: UnitRaw, argv: list[str], warnings: list[str]) -> dict[str
             if text is None:
                 warnings.append(f"could not read the vLLM --config file {path}: its settings are not shown")
                 return None
+            import yaml  # only a unit with --config pays for PyYAML (~10 ms to import)
+
             try:
                 data = yaml.safe_load(text)
             except yaml.YAMLError as e:

@@ -11,8 +11,6 @@ import math
 from collections import defaultdict
 from datetime import datetime
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from services.models import MetricsSample, StatsLine, Throughput
 
 __all__ = [
@@ -58,6 +56,9 @@ def parse_metrics(text: str) -> MetricsSample:
     kv: dict[str, list[float]] = {_KV_NEW: [], _KV_OLD: []}
     buckets: dict[str, dict[float, float]] = {name: defaultdict(float) for name in _HISTOGRAMS}
     model_name: str | None = None
+    # Imported on the first scrape parsed, not with the module: most questions parse none.
+    from prometheus_client.parser import text_string_to_metric_families
+
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:

@@ -17,16 +17,14 @@ from pathlib import Path
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from services.store.errors import DatabaseUrlError
+
 __all__ = ["PASSWORD_ENV", "DatabaseUrlError", "database_url", "describe", "is_postgres", "is_sqlite"]
 
 PASSWORD_ENV = "INFERBOT_DB_PASSWORD"
 """The environment variable holding the database password (``…_FILE``: a file holding it)."""
 
 _PG_DRIVER = "postgresql+psycopg"
-
-
-class DatabaseUrlError(ValueError):
-    """The ``[state] url`` or its password can't be used; the message is one line saying what to do."""
 
 
 def _password(env: Mapping[str, str]) -> str | None:

@@ -23,6 +23,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
+from services.store.errors import SchemaError, SchemaTooNew
+
 __all__ = ["MIGRATION_LOCK", "SchemaError", "SchemaTooNew", "current_version", "head_version", "include_object",
            "upgrade"]
 
@@ -30,14 +32,6 @@ MIGRATION_LOCK = 0x1F_B0_7D_B1
 """PostgreSQL advisory lock key (transaction level) held while one replica migrates."""
 _HERE = Path(__file__).resolve().parent / "migrations"
 _NOT_OURS = frozenset({"apscheduler_jobs"})  # APScheduler creates and owns its job table
-
-
-class SchemaError(RuntimeError):
-    """The state database's schema can't be used; the message is one line saying what to do."""
-
-
-class SchemaTooNew(SchemaError):
-    """The database was upgraded by a newer inferbot than this one."""
 
 
 def _config(connection: Connection | None = None) -> Config:

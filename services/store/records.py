@@ -28,7 +28,8 @@ REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Built on first use, not at import: a question from the terminal touches one or two of them.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class SettingsSnapshot(_Record):
@@ -209,3 +210,38 @@ class MetricPoint(_Record):
     running: float | None = None
     waiting: float | None = None
     kv_cache_usage: float | None = None  # fraction 0..1
+
+
+class Silence(BaseModel):
+    """Notices about ``service`` on ``node`` that are suppressed until ``until`` (asked by ``by``)."""
+
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+    service: str
+    node: str
+    until: datetime
+    reason: str = ""
+    by: str = ""
+    at: datetime
+
+
+class HealthMemo(BaseModel):
+    """What the health watcher remembers about one service between two looks."""
+
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+    invocation: str = ""  # the start (systemd InvocationID) this memo is about
+    main_pid: int = 0
+    active_state: str = ""
+    ready_seen: bool = False  # /health answered 200 in this start
+    bad_polls: int = 0  # consecutive looks with the main process alive and /health not 200
+    unhealthy_since: datetime | None = None  # the open unhealthy episode (its ⚠️ posted or suppressed)
+    unhealthy_reason: str = ""
+    unhealthy_silenced: bool = False
+    gen_total: float | None = None  # vllm:generation_tokens_total at the last look
+    gen_changed_at: datetime | None = None  # when it last moved (or the server was last idle)
+    hung_since: datetime | None = None  # the open "possibly hung" episode
+    hung_silenced: bool = False
+    stop_checked: str = ""  # the start whose end was already examined (engine death with exit 0)
+    stop_error: str = ""  # that start's engine died and the unit stopped with exit 0: its ❌ is due
+    stop_place: str = ""  # the notice place of that ❌

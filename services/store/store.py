@@ -43,10 +43,11 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from services.models import ServiceState
@@ -70,6 +71,8 @@ from services.store.records import (
 )
 from services.store.schema import (
     JOBSTORE_TABLE,
+    SCHEMA_HEAD,
+    VERSION_TABLE,
     audit_log,
     bench_runs,
     follows,
@@ -250,11 +253,32 @@ class Store:
         with self._init_lock:
             if self._initialised:
                 return
+            if self._schema_is_head():
+                # The usual case: nothing to migrate, so neither Alembic nor a write lock is needed.
+                self.schema_version = SCHEMA_HEAD
+                self._initialised = True
+                return
             from services.store.migrate import upgrade  # the migrations import this module's tables
 
             with self._engine.begin() as conn:  # BEGIN IMMEDIATE on SQLite: one migrating process at a time
                 self.schema_version = upgrade(conn, self.describe())
             self._initialised = True
+
+    def _schema_is_head(self) -> bool:
+        """True when the database's schema version is :data:`SCHEMA_HEAD` (one read, no Alembic).
+
+        Anything else (no version table yet, an older or a newer version, several rows) takes the
+        Alembic path, which upgrades under the migration lock or refuses a newer schema, as before.
+        A version read as head was committed by whoever migrated, so no lock is needed to trust it.
+        """
+        try:
+            with self._engine.connect() as raw:
+                conn = raw.execution_options(inferbot_read_only=True)
+                with conn.begin():
+                    found = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+        except (OperationalError, ProgrammingError):  # no version table: a new (or pre-Alembic) database
+            return False
+        return found == [SCHEMA_HEAD]
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
