@@ -111,11 +111,15 @@ def service_aliases(config: BotConfig, served: Mapping[tuple[str, str], Sequence
     model names and model paths (and their basenames) in ``served`` (``(service, node)`` → names, e.g.
     from the last snapshots in the store). Keys are lower-case, without a leading ``/``."""
     out: dict[str, list[Service]] = {}
+    # Configured services are distinct (one name per node), so identity tells them apart: a membership test by
+    # equality compared whole pydantic models, quadratic in a fleet whose nodes all run the same unit.
+    seen: set[tuple[str, int]] = set()
 
     def add(alias: str, svc: Service) -> None:
         key = alias.strip().lower().strip("/")
-        if key and svc not in out.setdefault(key, []):
-            out[key].append(svc)
+        if key and (key, id(svc)) not in seen:
+            seen.add((key, id(svc)))
+            out.setdefault(key, []).append(svc)
 
     for svc in config.services:
         add(svc.unit, svc)
@@ -168,14 +172,22 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
         tokens = _WORD.findall(FLAG_MENTION.sub(" ", head))
         silence = seconds, split_silence(_MENTION.sub(" ", _SLACK_LINK.sub(r"\1", text[:MAX_MESSAGE])))[2]
     picked_services: list[Service] = []
+    picked_ids: set[int] = set()  # identities of picked_services (see service_aliases)
     picked_nodes: list[Node] = []
+
+    def pick(found: Sequence[Service]) -> None:
+        for s in found:
+            if id(s) not in picked_ids:
+                picked_ids.add(id(s))
+                picked_services.append(s)
+
     unknown: list[str] = []
     suggestions: list[str] = []
     for raw in tokens:
         tok = raw.strip("./")
         name = _match_name(tok, list(services_by_name))
         if name:
-            picked_services += [s for s in services_by_name[name] if s not in picked_services]
+            pick(services_by_name[name])
             continue
         name = _match_name(tok, list(nodes_by_name))
         if name:
@@ -185,7 +197,7 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
         key = tok.lower()
         if key in alias_map or key.rsplit("/", 1)[-1] in alias_map:
             found = alias_map.get(key) or alias_map[key.rsplit("/", 1)[-1]]
-            picked_services += [s for s in found if s not in picked_services]
+            pick(found)
             continue
         if _not_a_target(tok) or raw not in in_question:
             continue
@@ -229,7 +241,8 @@ def route(text: str, config: BotConfig, aliases: Aliases | None = None) -> Inten
         if node_names:
             on_nodes = [s for s in config.services if s.node in node_names]
             services = [s for s in services if s.node in node_names] if picked_services else on_nodes
-        nodes = [n for n in config.nodes if n.name in node_names or any(s.node == n.name for s in services)]
+        wanted = node_names | {s.node for s in services}
+        nodes = [n for n in config.nodes if n.name in wanted]
         explicit = True
     else:
         services = list(config.services)

@@ -218,3 +218,18 @@ def test_flag_questions_focus_on_the_flag(text: str, flag: str) -> None:
     i = route(text, CFG)
     assert i.command.handler is settings.handle
     assert i.args["focus"] == "flag" and i.args["flag"] == flag and i.unknown == []
+
+
+def test_a_unit_shared_by_a_whole_fleet_picks_every_service_once() -> None:
+    """512 nodes running the same unit: the unit's name targets each service once, and each node once.
+
+    (The aliases were deduplicated by comparing whole models, quadratic in the fleet: 0.25 s per question.)
+    """
+    fleet = parse_config("".join(
+        f'[[nodes]]\nname = "n{i:03d}"\nhost = "h{i}"\n[[services]]\nname = "kimi"\nnode = "n{i:03d}"\n'
+        'unit = "vllm-kimi.service"\n' for i in range(512)))
+    i = route("status of vllm-kimi.service and kimi on n007", fleet)
+    assert [f"{s.name}@{s.node}" for s in i.services] == ["kimi@n007"]
+    i = route("status of vllm-kimi and vllm-kimi.service", fleet)
+    assert [s.node for s in i.services] == [f"n{k:03d}" for k in range(512)]
+    assert [n.name for n in i.nodes] == [f"n{k:03d}" for k in range(512)] and i.explicit_target
