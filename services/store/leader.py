@@ -30,11 +30,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import psycopg
-from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import URL
+
+if TYPE_CHECKING:  # psycopg only where PostgreSQL is used: a SQLite bot never loads it (~9 MB resident)
+    import psycopg
 
 __all__ = [
     "LEADER_LOCK",
@@ -130,6 +131,8 @@ def conninfo(url: URL, application_name: str) -> str:
     for key, value in (("host", url.host), ("port", url.port), ("user", url.username), ("password", url.password)):
         if value is not None:
             params[key] = value
+    from psycopg.conninfo import make_conninfo
+
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
@@ -176,6 +179,8 @@ class PgLeader:
         await self._step_down("stopping")
 
     async def _connect(self) -> psycopg.AsyncConnection[tuple[object, ...]]:
+        import psycopg
+
         info = conninfo(self._url, APP_PREFIX + self._replica)
         return await asyncio.wait_for(psycopg.AsyncConnection.connect(info, autocommit=True),
                                       CONNECT_TIMEOUT_S + 1)
@@ -268,6 +273,8 @@ async def current_leader(url: URL, key: int = LEADER_LOCK) -> LeaderInfo | None:
              "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
              "AND l.classid = 0 AND l.objid = %s AND l.objsubid = 1 "
              "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+    import psycopg
+
     info = conninfo(url, "inferbot-check")
     async with await psycopg.AsyncConnection.connect(info, autocommit=True) as conn:
         cur = await conn.execute(query, (key,))
