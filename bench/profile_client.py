@@ -151,9 +151,11 @@ class Measured:
     cpu_s: float
     wall_s: float
     runs: int
+    sys_s: float = 0.0  # the kernel's part of cpu_s (on loopback, the sshd side's TCP work shows here)
 
 
 async def _loop(body: Callable[[], Awaitable[object]], runs: int, profile: cProfile.Profile | None) -> Measured:
+    s0 = resource.getrusage(resource.RUSAGE_SELF).ru_stime
     c0, t0 = _cpu_s(), time.perf_counter()
     if profile is not None:
         profile.enable()
@@ -161,7 +163,21 @@ async def _loop(body: Callable[[], Awaitable[object]], runs: int, profile: cProf
         await body()
     if profile is not None:
         profile.disable()
-    return Measured(cpu_s=_cpu_s() - c0, wall_s=time.perf_counter() - t0, runs=runs)
+    return Measured(cpu_s=_cpu_s() - c0, wall_s=time.perf_counter() - t0, runs=runs,
+                    sys_s=resource.getrusage(resource.RUSAGE_SELF).ru_stime - s0)
+
+
+def prepare_store(config_path: Path) -> None:
+    """Create the state database in another process, as a serving bot finds it when it restarts.
+
+    (Creating the schema imports Alembic; a restarted bot finds it current and never does.)
+    """
+    import subprocess
+
+    code = ("import asyncio, sys\nfrom bot.app import open_store\nfrom config.loader import load_config\n"
+            "async def main() -> None:\n    s = open_store(load_config(sys.argv[1]))\n    await s.prepare()\n"
+            "    await s.close()\nasyncio.run(main())\n")
+    subprocess.run([sys.executable, "-c", code, str(config_path)], check=True, cwd=Path(__file__).parents[1])
 
 
 def _import_front_end() -> bool:
@@ -177,7 +193,7 @@ def _import_front_end() -> bool:
 
 
 async def pure(rec: Path, n: int, runs: int, state: str, render: bool, profile_path: Path | None,
-               with_store: bool, question: str) -> dict[str, Any]:
+               with_store: bool, question: str, fresh_db: bool) -> dict[str, Any]:
     """Ask ``question`` of ``n`` nodes whose pool hands back the recorded answer; CPU per node per question."""
     from bench.warm_client import check_reply
     from bot.app import runtime
@@ -196,6 +212,8 @@ async def pure(rec: Path, n: int, runs: int, state: str, render: bool, profile_p
         cfg = work / "inferbot.toml"
         (work / "kh").write_text("")
         write_config(cfg, n, None, "", str(work / "kh"), work / "state", meta["unit"])
+        if not fresh_db:
+            prepare_store(cfg)
         config = load_config(str(cfg))
         rss0 = _vm_rss_kib()
         async with runtime(config, with_store=with_store) as rt:
@@ -222,8 +240,8 @@ async def pure(rec: Path, n: int, runs: int, state: str, render: bool, profile_p
                 prof.dump_stats(str(profile_path))
         return {"mode": "pure", "state": state, "nodes": n, "runs": runs, "render": render, "store": with_store,
                 "slack_front_end_imported": front, "cpu_ms_per_node": m.cpu_s * 1000 / (n * runs),
-                "wall_ms_per_question": m.wall_s * 1000 / runs, "error": why,
-                "rss_kib_start": rss0, "peak_rss_kib": read_vm_hwm_kib()}
+                "sys_ms_per_node": m.sys_s * 1000 / (n * runs), "wall_ms_per_question": m.wall_s * 1000 / runs,
+                "error": why, "rss_kib_start": rss0, "peak_rss_kib": read_vm_hwm_kib()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -319,7 +337,7 @@ def _start_sshd(client_public: Path, addrs: list[str], port: int, user: str, ans
 
 
 async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | None, question: str,
-              trace: bool, connect_first: bool) -> dict[str, Any]:
+              trace: bool, connect_first: bool, fresh_db: bool) -> dict[str, Any]:
     """Ask ``question`` of ``n`` cheap nodes over a warm pool; CPU per node per question, RSS."""
     from bench.warm_client import check_reply
     from bot.app import runtime
@@ -338,6 +356,8 @@ async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | Non
         cfg = work / "inferbot.toml"
         write_config(cfg, n, nodes.hosts, str(nodes.key_file), str(nodes.known_hosts), work / "state", meta["unit"],
                      nodes.user)
+        if not fresh_db:
+            prepare_store(cfg)
         config = load_config(str(cfg))
         out: dict[str, Any] = {"mode": "ssh", "state": state, "nodes": n, "runs": runs,
                                "slack_front_end_imported": front}
@@ -381,6 +401,7 @@ async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | Non
             out["round_trips_per_node"] = (rt.pool.runs - runs0) / (n * runs)
             out["connects"] = rt.pool.connects
             out["cpu_ms_per_node"] = m.cpu_s * 1000 / (n * runs)
+            out["sys_ms_per_node"] = m.sys_s * 1000 / (n * runs)
             out["wall_ms_per_question"] = m.wall_s * 1000 / runs
             out["rss_end_kib"] = _vm_rss_kib()
         out["peak_rss_kib"] = read_vm_hwm_kib()
@@ -501,6 +522,7 @@ def main() -> int:
     q.add_argument("--no-store", action="store_true")
     q.add_argument("--question", default=QUESTION)
     q.add_argument("--profile", type=Path)
+    q.add_argument("--fresh-db", action="store_true", help="the measured process creates the state database")
     t = sub.add_parser("ssh")
     t.add_argument("--rec", type=Path, required=True)
     t.add_argument("-n", type=int, default=64)
@@ -509,6 +531,7 @@ def main() -> int:
     t.add_argument("--question", default=QUESTION)
     t.add_argument("--profile", type=Path)
     t.add_argument("--tracemalloc", action="store_true", help="where the warm-up's memory went (slow)")
+    t.add_argument("--fresh-db", action="store_true", help="the measured process creates the state database")
     t.add_argument("--connect-first", action="store_true", help="open every connection before the first question")
     w = sub.add_parser("watch")
     w.add_argument("--rec", type=Path, required=True)
@@ -526,10 +549,10 @@ def main() -> int:
         result = asyncio.run(record(args.out))
     elif args.cmd == "pure":
         result = asyncio.run(pure(args.rec, args.n, args.runs, args.state, args.render, args.profile,
-                                  not args.no_store, args.question))
+                                  not args.no_store, args.question, args.fresh_db))
     elif args.cmd == "ssh":
         result = asyncio.run(ssh(args.rec, args.n, args.runs, args.state, args.profile, args.question,
-                                 args.tracemalloc, args.connect_first))
+                                 args.tracemalloc, args.connect_first, args.fresh_db))
     elif args.cmd == "watch":
         result = asyncio.run(watch(args.rec, args.n, args.seconds, args.interval, args.state, args.ssh,
                                    args.direct, args.profile))

@@ -61,9 +61,13 @@ class Cluster:
         self.pool = pool
 
     async def probe_node(
-        self, node: Node, services: Sequence[Service], options: ProbeOptions
+        self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool = True
     ) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
-        """One round trip to ``node`` for ``services`` (or discovery when none are configured)."""
+        """One round trip to ``node`` for ``services`` (or discovery when none are configured).
+
+        The node's decoded output comes back too unless ``keep_raw`` is False (then None): a snapshot of
+        hundreds of nodes does not keep every node's output alive until the last node has answered.
+        """
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
         keys = [_api_key(s) for s in services]
@@ -95,7 +99,7 @@ class Cluster:
                             fix="the login shell must be able to run `sh -c`; check the account's shell")
             failed = [ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable", reason=err.reason,
                                    fix=err.fix) for s in services]
-            return NodeReport(node=node.name, ok=False, error=err, elapsed_s=elapsed), failed, raw
+            return NodeReport(node=node.name, ok=False, error=err, elapsed_s=elapsed), failed, raw if keep_raw else None
         facts = NodeFacts(raw)
         by_unit = {u.unit: u for u in raw.units}
         states = []
@@ -115,7 +119,7 @@ class Cluster:
             log.warning("probe output from %s was incomplete", node.name)
         report = NodeReport(node=node.name, ok=True, gpus=facts.gpus, processes=facts.processes,
                             leftovers=leftovers, elapsed_s=elapsed, discovered=raw.discovered)
-        return report, states, raw
+        return report, states, raw if keep_raw else None
 
     async def snapshot(
         self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None
@@ -123,10 +127,10 @@ class Cluster:
         """Probe ``nodes`` (all at once) for ``services``; slow or dead nodes become ``unreachable``."""
         opts = options or ProbeOptions()
         started = time.monotonic()
-        jobs = []
-        for node in nodes:
-            mine = [s for s in services if s.node == node.name]
-            jobs.append(self.probe_node(node, mine, opts))
+        by_node: dict[str, list[Service]] = {}
+        for s in services:
+            by_node.setdefault(s.node, []).append(s)
+        jobs = [self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False) for node in nodes]
         results = await asyncio.gather(*jobs)
         snap = Snapshot(elapsed_s=0.0)
         for report, states, _raw in results:

@@ -1,0 +1,63 @@
+"""The bot's own cost per node (issue 15): what keeps it low must not change what it answers.
+
+Uses probe answers recorded from the simulated Kimi node (``tests/samples/probe``, written by
+``python -m bench.profile_client record``) through a pool that hands them back without SSH.
+"""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+from bot.app import GC_THRESHOLDS, runtime
+from config.models import BotConfig, Node
+from handlers.settings import SETTINGS_PROBE
+from services.cluster import Cluster
+from services.models import CommandResult
+from services.node.probe import NodeRaw
+from services.node.ssh import NodePool
+
+SAMPLES = Path(__file__).parent / "samples" / "probe"
+KIMI_UNIT = "vllm-kimi-k25-int4.service"
+
+
+class RecordedPool(NodePool):
+    """Every node answers with the same recorded probe output."""
+
+    def __init__(self, stdout: str) -> None:
+        super().__init__()
+        self.stdout = stdout
+
+    async def run(self, node: Node, command: str, limit_s: float | None = None,
+                  stdin: str | None = None) -> CommandResult:
+        self.runs += 1
+        return CommandResult(exit_status=0, stdout=self.stdout, stderr="", elapsed_s=0.01)
+
+
+def fleet(n: int) -> BotConfig:
+    """``n`` nodes with one Kimi service each."""
+    return BotConfig.model_validate({
+        "nodes": [{"name": f"n{i:03d}", "host": f"127.0.0.{i + 2}"} for i in range(n)],
+        "services": [{"name": "kimi", "node": f"n{i:03d}", "unit": KIMI_UNIT} for i in range(n)],
+    })
+
+
+async def test_a_snapshot_answers_every_node_and_keeps_no_raw_output() -> None:
+    config = fleet(3)
+    pool = RecordedPool((SAMPLES / "settings-loading.out").read_text())
+    cluster = Cluster(config, pool)
+    snap = await cluster.snapshot(config.services, config.nodes, SETTINGS_PROBE)
+    assert [s.node for s in snap.services] == ["n000", "n001", "n002"] and pool.runs == 3
+    assert all(n.ok for n in snap.nodes) and {s.state for s in snap.services} == {"loading"}
+    report, states, raw = await cluster.probe_node(config.nodes[0], config.services[:1], SETTINGS_PROBE)
+    assert isinstance(raw, NodeRaw) and raw.units[0].unit == KIMI_UNIT  # the watcher still gets it
+    _, again, none = await cluster.probe_node(config.nodes[0], config.services[:1], SETTINGS_PROBE,
+                                              keep_raw=False)
+    assert none is None and again == states and report.ok
+
+
+async def test_the_long_running_bot_settles_the_garbage_collector(tmp_path: Path) -> None:
+    config = BotConfig.model_validate({"state": {"dir": str(tmp_path)}})
+    async with runtime(config):
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == GC_THRESHOLDS
