@@ -88,11 +88,19 @@ async def _check(ctx: Context, store: Store, service: Service, st: ServiceState,
     now = ctx.now()
     memo = await get_memo(store, service.name, service.node) or HealthMemo()
     active = st.active.split(" ")[0] if st.active else ""
-    ours = await store.lock_holder(lock_name(service.name, service.node), now) is not None
+    held: bool | None = None
+
+    async def ours() -> bool:
+        """A restart by the bot is under way (its lock is held): asked only when a judgement is possible."""
+        nonlocal held
+        if held is None:
+            held = await store.lock_holder(lock_name(service.name, service.node), now) is not None
+        return held
+
     if (memo.invocation and active == "inactive" and memo.active_state in ("active", "reloading", "deactivating")
             and memo.stop_checked != memo.invocation):
         memo.stop_checked = memo.invocation
-        if not ours:
+        if not await ours():
             await _stopped(ctx, service, memo)
     if memo.stop_error:
         await _post_stopped(ctx, store, service, memo, notifier, now)
@@ -101,10 +109,27 @@ async def _check(ctx: Context, store: Store, service: Service, st: ServiceState,
         memo = HealthMemo(invocation=st.invocation_id, stop_checked=memo.stop_checked,
                           stop_error=memo.stop_error, stop_place=memo.stop_place)
     memo.main_pid, memo.active_state = st.main_pid, active
-    if not ours:
+    sample = _sample(unit) if st.state == "ready" else (None, 0, 0)
+    # A healthy look only moves counters: the lock is read (one database trip) only when this look could
+    # post, record or silence something, which a restart by the bot must never cause.
+    if not _may_judge(st, memo, active, sample) or not await ours():
         await _health(ctx, store, service, st, memo, active, notifier, now)
-        await _hung(ctx, store, service, st, unit, memo, notifier, now)
+        await _hung(ctx, store, service, st, sample, memo, notifier, now)
     await set_memo(store, service.name, service.node, memo, now)
+
+
+def _may_judge(st: ServiceState, memo: HealthMemo, active: str, sample: tuple[float | None, int, int]) -> bool:
+    """Whether ``_health`` or ``_hung`` could post, record or silence anything on this look."""
+    if st.state != "ready":
+        return _failing(st, memo, active)  # otherwise _health only resets the count and _hung does nothing
+    if memo.unhealthy_since is not None:
+        return True  # the ✅ of an open unhealthy episode
+    gen, running, waiting = sample
+    if gen is None:
+        return False
+    if memo.gen_total is None or gen != memo.gen_total:
+        return memo.hung_since is not None  # tokens flow: only an open "possibly hung" episode ends
+    return running + waiting > 0  # no new tokens while requests wait: the quiet may reach hung_after
 
 
 # ------------------------------------------------------------------------------------------------
@@ -257,11 +282,11 @@ def _sample(unit: UnitRaw | None) -> tuple[float | None, int, int]:
     return s.generation_tokens_total, int(s.running or 0), int(s.waiting or 0)
 
 
-async def _hung(ctx: Context, store: Store, service: Service, st: ServiceState, unit: UnitRaw | None,
+async def _hung(ctx: Context, store: Store, service: Service, st: ServiceState, sample: tuple[float | None, int, int],
                 memo: HealthMemo, notifier: Notifier, now: datetime) -> None:
     if st.state != "ready":
         return
-    gen, running, waiting = _sample(unit)
+    gen, running, waiting = sample
     if gen is None:
         return
     key = health_key(service.name, service.node)

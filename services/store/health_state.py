@@ -65,20 +65,37 @@ async def _upsert(store: Store, table: Table, service: str, node: str, values: d
 
 
 async def get_memo(store: Store, service: str, node: str) -> HealthMemo | None:
-    """The health watcher's memo of service@node, if it looked before."""
-    def run() -> HealthMemo | None:
-        _ensure(store)
-        with store._read() as conn:
-            row = conn.execute(select(health_memos.c.data).where(health_memos.c.service == service,
-                                                                  health_memos.c.node == node)).first()
-        return None if row is None else HealthMemo.model_validate(row[0])
+    """The health watcher's memo of service@node, if it looked before.
 
-    return await store._run(run)
+    Read from the database once; after that from what this process last read or wrote (only the scheduler
+    leader writes memos: ``Store.forget_watcher_memos`` when that changes).
+    """
+    key = (service, node)
+    if key not in store.health_memos:
+        def run() -> dict[str, Any] | None:
+            _ensure(store)
+            with store._read() as conn:
+                row = conn.execute(select(health_memos.c.data).where(health_memos.c.service == service,
+                                                                      health_memos.c.node == node)).first()
+            return None if row is None else dict(row[0])
+
+        found = await store._run(run)
+        store.health_memos.setdefault(key, found)
+    data = store.health_memos[key]
+    return None if data is None else HealthMemo.model_validate(data)
 
 
 async def set_memo(store: Store, service: str, node: str, memo: HealthMemo, now: datetime) -> None:
-    """Replace the memo of service@node."""
-    await _upsert(store, health_memos, service, node, {"data": memo.model_dump(mode="json"), "updated_at": now})
+    """Replace the memo of service@node: at once for this process, in the database with the store's next
+    flush of the watcher's writes (within ``WATCHER_FLUSH_S``), and not at all when nothing changed."""
+    data = memo.model_dump(mode="json")
+    key = (service, node)
+    if store.health_memos.get(key) == data:
+        return
+    if store not in _schema_ready:
+        await store._run(_ensure, store)
+    await store.queue_upsert(health_memos, _key(service, node), {"data": data, "updated_at": now})
+    store.health_memos[key] = data
 
 
 async def set_silence(store: Store, silence: Silence) -> None:

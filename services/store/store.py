@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -150,6 +151,11 @@ def _settings_digest(st: ServiceState) -> str:
     return json.dumps([st.unit, st.model, st.flags, st.env, st.version, st.state == "ready"], sort_keys=True)
 
 
+WATCHER_FLUSH_S = 1.0
+"""How long the watcher's writes (metric samples, its baselines and the health watcher's memos) wait to be
+written together: one transaction a second for the whole fleet instead of one per write (a lone INSERT costs
+~0.4 ms of CPU, twenty in one transaction ~0.02 ms each)."""
+
 SAMPLE_RAW_S = 24 * 3600
 """Metric samples are kept as taken for this long, then folded into buckets."""
 SAMPLE_BUCKET_S = 300
@@ -165,6 +171,15 @@ def _counter_rate(before: float | None, after: float | None, dt_s: float) -> flo
     if before is None or after is None or dt_s <= 0 or after < before:
         return None
     return (after - before) / dt_s
+
+
+def _rate(prev: Mapping[str, Any], values: dict[str, Any]) -> None:
+    """Set the token rates of the sample ``values`` from the previous sample of the same process."""
+    if values["process_start"] is None or prev["process_start"] is None or prev["process_start"] == values[
+            "process_start"]:
+        dt = (values["at"] - prev["at"]).total_seconds()
+        values["generation_tps"] = _counter_rate(prev["generation_total"], values["generation_total"], dt)
+        values["prompt_tps"] = _counter_rate(prev["prompt_total"], values["prompt_total"], dt)
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -201,6 +216,18 @@ class Store:
         self._durations_memo: dict[tuple[str, str, int], tuple[float, list[float]]] = {}
         self._compacted_at = -COMPACT_EVERY_S  # monotonic time of the last fold of old samples
         self._phases_seen: set[tuple[str, str, str, str]] = set()
+        # The watcher's own rows are written only by the scheduler leader: while this process leads, what it
+        # last read or wrote is what the database holds (or will, after the next flush), so its looks need
+        # no database trip. Cleared when leadership is gained or lost (forget_watcher_memos).
+        self._watch_memo: dict[tuple[str, str], WatchState | None] = {}
+        self.health_memos: dict[tuple[str, str], dict[str, Any] | None] = {}  # services.store.health_state's
+        self._last_sample: dict[tuple[str, str], dict[str, Any]] = {}  # the newest sample recorded, per target
+        # Writes waiting for the next flush: samples in order, upserts by (table, key) (the newest values win).
+        self._pending_samples: list[dict[str, Any]] = []
+        self._pending_upserts: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Table, dict[str, Any]]] = {}
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._flush_tasks: set[asyncio.Task[None]] = set()
+        self._flush_lock: asyncio.Lock | None = None
 
     # ---- plumbing --------------------------------------------------------------------------------
 
@@ -371,11 +398,99 @@ class Store:
         return self._url
 
     async def close(self) -> None:
-        """Close all connections; the store can't be used afterwards."""
+        """Write what is pending, close all connections; the store can't be used afterwards."""
         if self._closed:
             return
-        self._closed = True
-        await asyncio.to_thread(self._engine.dispose)
+        try:
+            await self.flush_writes()
+        finally:
+            self._closed = True
+            await asyncio.to_thread(self._engine.dispose)
+
+    # ---- the watcher's batched writes ------------------------------------------------------------
+
+    def _queue_write(self) -> None:
+        """Make sure a flush is due within WATCHER_FLUSH_S (called with something just queued)."""
+        if self._flush_timer is None:
+            loop = asyncio.get_running_loop()
+            self._flush_timer = loop.call_later(WATCHER_FLUSH_S, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_timer = None
+        task = asyncio.ensure_future(self.flush_writes())
+        self._flush_tasks.add(task)
+        task.add_done_callback(self._flush_done)
+
+    def _flush_done(self, task: asyncio.Task[None]) -> None:
+        self._flush_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logging.getLogger("inferbot.store").warning(
+                "writing the watcher's samples and memos failed; retried with the next ones",
+                exc_info=task.exception())
+
+    async def queue_upsert(self, table: Table, key: dict[str, Any], values: dict[str, Any]) -> None:
+        """UPDATE-or-INSERT the row ``key`` of ``table`` with the next flush (the newest values win)."""
+        if self._closed:
+            raise RuntimeError("the store is closed")
+        self._pending_upserts[(table.name, tuple(sorted(key.items())))] = (table, {**key, **values})
+        self._queue_write()
+
+    async def flush_writes(self) -> None:
+        """Write the queued samples and upserts now, in one transaction (readers of them call this first)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._flush_lock is None:
+            self._flush_lock = asyncio.Lock()
+        async with self._flush_lock:  # in order: a later flush never overtakes an earlier one
+            samples, self._pending_samples = self._pending_samples, []
+            upserts, self._pending_upserts = self._pending_upserts, {}
+            if not samples and not upserts:
+                return
+            try:
+                await self._run(self._write_batch, samples, list(upserts.values()))
+            except BaseException:
+                # Keep them for the next flush (newer upserts of the same row, queued meanwhile, win).
+                self._pending_samples[:0] = samples
+                self._pending_upserts = {**upserts, **self._pending_upserts}
+                raise
+
+    def _write_batch(self, samples: list[dict[str, Any]], upserts: list[tuple[Table, dict[str, Any]]]) -> None:
+        keys = {t.name: [c.name for c in t.primary_key.columns] for t, _ in upserts}
+        try:
+            with self._write() as conn:
+                if samples:
+                    conn.execute(insert(metric_samples), samples)
+                for table, row in upserts:
+                    key = {k: row[k] for k in keys[table.name]}
+                    values = {k: v for k, v in row.items() if k not in key}
+                    query = update(table).where(*(table.c[k] == v for k, v in key.items()))
+                    if conn.execute(query.values(**values)).rowcount != 1:
+                        conn.execute(insert(table).values(**row))
+        except IntegrityError:
+            # Another process stored a sample at the same moment (or inserted a row first): one at a time,
+            # each in its own transaction, skipping what is already there.
+            for values in samples:
+                try:
+                    with self._write() as conn:
+                        conn.execute(insert(metric_samples).values(**values))
+                except IntegrityError:
+                    pass
+            for table, row in upserts:
+                key = {k: row[k] for k in keys[table.name]}
+                self._upsert(table, key, {k: v for k, v in row.items() if k not in key})
+
+    def forget_watcher_memos(self, drop_pending: bool = False) -> None:
+        """Forget what this process remembers of the watcher's rows (leadership changed hands).
+
+        ``drop_pending``: also drop the queued baselines and memos (a replica that lost the lead must not
+        write them over the new leader's); queued samples are kept (they are measurements, not state).
+        """
+        self._watch_memo.clear()
+        self.health_memos.clear()
+        self._last_sample.clear()
+        if drop_pending:
+            self._pending_upserts.clear()
 
     # ---- snapshots -------------------------------------------------------------------------------
 
@@ -953,8 +1068,13 @@ class Store:
     # ---- watcher baseline ------------------------------------------------------------------------
 
     async def get_watch(self, service: str, node: str) -> WatchState | None:
-        """What the watcher saw last for service@node, if anything."""
-        return await self._run(self._get_watch, service, node)
+        """What the watcher saw last for service@node, if anything (after the first read: from memory)."""
+        key = (service, node)
+        if key in self._watch_memo:
+            return self._watch_memo[key]
+        found = await self._run(self._get_watch, service, node)
+        self._watch_memo.setdefault(key, found)
+        return self._watch_memo[key]
 
     def _get_watch(self, service: str, node: str) -> WatchState | None:
         with self._read() as conn:
@@ -964,11 +1084,13 @@ class Store:
 
     async def set_watch(self, service: str, node: str, main_pid: int, started_at: datetime | None,
                         n_restarts: int, active_state: str) -> None:
-        """Replace the watcher's baseline for service@node."""
+        """Replace the watcher's baseline for service@node (written with the next flush, read back at once)."""
         values = {"main_pid": int(main_pid),
                   "started_at": None if started_at is None else _aware(started_at, "started_at"),
                   "n_restarts": int(n_restarts), "active_state": active_state, "updated_at": _utcnow()}
-        await self._run(self._upsert, watches, {"service": service, "node": node}, values)
+        key = {"service": service, "node": node}
+        await self.queue_upsert(watches, key, values)
+        self._watch_memo[(service, node)] = WatchState(**key, **values)
 
     # ---- App Home dashboards ---------------------------------------------------------------------
 
@@ -1058,8 +1180,23 @@ class Store:
             "generation_total": generation_total, "prompt_total": prompt_total, "running": running,
             "waiting": waiting, "kv_cache_usage": kv_cache_usage,
             "process_start": None if process_start is None else _aware(process_start, "process_start"),
+            "generation_tps": None, "prompt_tps": None,  # set from the previous sample, if it is of this process
         }
-        point = await self._run(self._record_metric_sample, values)
+        last = self._last_sample.get((service, node))
+        if last is not None and values["at"] > last["at"]:
+            # The previous sample is the one this process recorded last: rate it here, write it with the
+            # next flush (the watcher records one per ready service per look).
+            _rate(last, values)
+            self._pending_samples.append(values)
+            self._queue_write()
+            point: MetricPoint | None = MetricPoint.model_validate(values)
+        elif last is not None and values["at"] == last["at"]:
+            point = None  # already recorded (the database's unique key would refuse it)
+        else:
+            await self.flush_writes()  # the database answers: everything recorded so far is in it
+            point = await self._run(self._record_metric_sample, values)
+        if point is not None and (last is None or values["at"] > last["at"]):
+            self._last_sample[(service, node)] = values
         mono = time.monotonic()
         if mono - self._compacted_at >= COMPACT_EVERY_S:
             self._compacted_at = mono
@@ -1075,11 +1212,8 @@ class Store:
                                                  metric_samples.c.at < values["at"])
                     .order_by(metric_samples.c.at.desc()).limit(1)
                 ).first()
-                if prev is not None and (values["process_start"] is None or prev.process_start is None
-                                         or prev.process_start == values["process_start"]):
-                    dt = (values["at"] - prev.at).total_seconds()
-                    values["generation_tps"] = _counter_rate(prev.generation_total, values["generation_total"], dt)
-                    values["prompt_tps"] = _counter_rate(prev.prompt_total, values["prompt_total"], dt)
+                if prev is not None:
+                    _rate(_row(prev), values)
                 conn.execute(insert(metric_samples).values(**values))
         except IntegrityError:
             return None
@@ -1088,6 +1222,7 @@ class Store:
     async def metric_samples(self, service: str, node: str, since: datetime,
                              until: datetime | None = None) -> list[MetricPoint]:
         """The samples (raw and downsampled) of service@node from ``since`` to ``until``, oldest first."""
+        await self.flush_writes()
         return await self._run(self._metric_samples, service, node, _aware(since, "since"),
                                None if until is None else _aware(until, "until"))
 
@@ -1102,6 +1237,7 @@ class Store:
 
     async def latest_metric_samples(self) -> dict[tuple[str, str], MetricPoint]:
         """The newest sample of every service@node that has one: live numbers without a probe."""
+        await self.flush_writes()
         return await self._run(self._latest_metric_samples)
 
     def _latest_metric_samples(self) -> dict[tuple[str, str], MetricPoint]:
@@ -1120,6 +1256,7 @@ class Store:
         Returns (raw samples folded, samples dropped). Only whole buckets are folded, so folding again
         later changes nothing; two processes folding at once collide on the unique key and one gives way.
         """
+        await self.flush_writes()
         return await self._run(self._compact_metric_samples, _aware(now, "now"))
 
     def _compact_metric_samples(self, now: datetime) -> tuple[int, int]:
