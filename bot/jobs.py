@@ -117,12 +117,14 @@ async def poll_follow_job(key: str) -> None:
 
 
 async def watch_node_job(node: str) -> None:
-    """Look for unplanned restarts and hidden deaths on ``node``; also pick up loads started elsewhere."""
+    """Look for unplanned restarts and hidden deaths on ``node``.
+
+    Loads started elsewhere are picked up by ``reconcile_job`` (every ``RECONCILE_S``), not here: with a
+    watcher per node, reconciling on every poll read the follows and requests hundreds of times a minute.
+    """
     live = _leading()
     if live is None:
         return
-    if live.scheduler is not None:
-        await live.scheduler.reconcile()
     await watch(_context(live), node, live.notifier)
 
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
@@ -39,6 +40,10 @@ RECONCILE_S = 2.0
 DRAIN_S = 10.0
 """A graceful stop lets the job steps in flight finish for this long before cancelling them: a step cut
 between claiming a notice and recording it sent holds that notice back for ``CLAIM_STALE_S``."""
+VOLATILE = "volatile"
+"""The job store (in memory) of the jobs every new leader adds again: the watchers and the reconcile job.
+In the database job store each of their runs cost a read and a rewrite of the job's row, and with a watcher
+per node polled every 15 s that was most of the scheduler's share of the bot's CPU."""
 
 
 class BotScheduler:
@@ -62,7 +67,8 @@ class BotScheduler:
     def _new_scheduler(self) -> AsyncIOScheduler:
         assert self.runtime.store is not None
         store = SQLAlchemyJobStore(url=self.runtime.store.jobstore_url(), tablename=JOBSTORE_TABLE)
-        return AsyncIOScheduler(jobstores={"default": store}, job_defaults=dict(JOB_DEFAULTS), timezone=UTC)
+        return AsyncIOScheduler(jobstores={"default": store, VOLATILE: MemoryJobStore()},
+                                job_defaults=dict(JOB_DEFAULTS), timezone=UTC)
 
     @property
     def leading(self) -> bool:
@@ -88,28 +94,41 @@ class BotScheduler:
             self._sched = self._new_scheduler()
         self._terms += 1
         self.first_job_at = None
+        assert self.runtime.store is not None
+        self.runtime.store.forget_watcher_memos()  # another replica may have led (and watched) meanwhile
         self._sched.start()
+        for job in self._sched.get_jobs(jobstore="default"):
+            if job.id == "reconcile" or job.id.startswith("watch:"):  # kept there by an older inferbot
+                self._sched.remove_job(job.id, jobstore="default")
         await self.reconcile()
         if self._watch:
             self.add_watches()
-        self._sched.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile",
+        self._sched.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile", jobstore=VOLATILE,
                             replace_existing=True, next_run_time=datetime.now(UTC))  # first act: catch up
 
     async def _lost(self) -> None:
-        # Fencing: stop scheduling at once; the jobs stay in the store for the next leader.
+        # Fencing: stop scheduling at once; the jobs stay in the store for the next leader, and the watcher's
+        # queued baselines and memos are not written over the new leader's.
         if self._sched.running:
             self._sched.shutdown(wait=False)
             await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
+        if self.runtime.store is not None:
+            self.runtime.store.forget_watcher_memos(drop_pending=True)
 
     async def shutdown(self, drain_s: float = DRAIN_S) -> None:
-        """Stop scheduling, let the steps in flight finish (up to ``drain_s``), then give up leadership
-        (jobs stay in the store for the next start). Still the leader while draining, so no other
-        replica runs the same steps meanwhile."""
+        """Stop scheduling, let the steps in flight finish (up to ``drain_s``), write the watcher's queued
+        writes, then give up leadership (jobs stay in the store for the next start). Still the leader while
+        draining and writing, so no other replica runs the same steps meanwhile."""
         if self._sched.running:
             self._sched.pause()
             left = await self._live.drain(drain_s)
             if left:
                 log.warning("stopping with %d scheduled step(s) still running: cancelled", left)
+        if self.leading and self.runtime.store is not None:
+            try:
+                await self.runtime.store.flush_writes()  # the watcher's last writes, while still the leader
+            except Exception:
+                log.warning("the watcher's last samples and memos could not be written", exc_info=True)
         await self.leadership.stop()
         await self._lost()
         jobs.unregister(self._live)
@@ -172,7 +191,7 @@ class BotScheduler:
         nodes = sorted({s.node for s in self.runtime.config.services})
         for node in nodes:
             self._sched.add_job(jobs.watch_node_job, "interval", seconds=self.watch_s, id=f"watch:{node}",
-                                args=[node], replace_existing=True, next_run_time=datetime.now(UTC))
+                                args=[node], jobstore=VOLATILE, replace_existing=True, next_run_time=datetime.now(UTC))
 
     def job_ids(self) -> list[str]:
         """Ids of the scheduled jobs (tests, diagnostics)."""
