@@ -137,6 +137,25 @@ def _parse_unit_cached(text: str, instance: str | None, unit_name: str) -> UnitF
     return unitfile.parse_unit_cat(text, instance=instance, unit_name=unit_name)
 
 
+# The same holds for `systemctl show` (it only changes when the unit changes state), the ExecStart line
+# expanded with the unit's environment and vLLM's logged arguments. What these return is shared between
+# calls: assemble only reads it.
+@functools.lru_cache(maxsize=512)
+def _parse_show_cached(text: str, tz: str) -> UnitShow:
+    return systemd.parse_show(text, tz_offset=tz)
+
+
+@functools.lru_cache(maxsize=512)
+def _expand_exec_start_cached(cat: str, instance: str | None, unit_name: str,
+                              env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    return tuple(unitfile.expand_exec_start(_parse_unit_cached(cat, instance, unit_name), env=dict(env)))
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_vargs_cached(text: str) -> dict[str, object] | None:
+    return vllm_log.parse_non_default_args(text)
+
+
 @functools.lru_cache(maxsize=4096)
 def _bench_records(path: str, text: str) -> tuple[dict[str, object], ...]:
     return tuple(bench_parser.parse_bench_extract(path, text))
@@ -254,7 +273,7 @@ def assemble(
 ) -> ServiceState:
     """Interpret one unit's probe output."""
     warnings = WarningLines()
-    show = systemd.parse_show(raw.show, tz_offset=facts.raw.tz) if raw.show_rc == 0 else UnitShow(id=raw.unit)
+    show = _parse_show_cached(raw.show, facts.raw.tz) if raw.show_rc == 0 else UnitShow(id=raw.unit)
     unit = (
         _parse_unit_cached(raw.cat, _instance(raw.unit), raw.unit) if raw.cat_rc == 0 else UnitFile()
     )
@@ -263,7 +282,8 @@ def assemble(
     redactor = Redactor(known_secrets or [])
 
     unit_env = _unit_env(raw, unit, show, warnings)
-    declared_argv = unitfile.expand_exec_start(unit, env=unit_env) if unit.exec_start else show.exec_start_argv
+    declared_argv = (list(_expand_exec_start_cached(raw.cat, _instance(raw.unit), raw.unit, tuple(unit_env.items())))
+                     if unit.exec_start else show.exec_start_argv)
     declared = _parse_cmd(raw, declared_argv, warnings) if declared_argv else None
 
     running: VllmCommand | None = None
@@ -300,7 +320,7 @@ def assemble(
                 else:
                     warnings.append(f"could not read /proc/{pick.pid}/environ (the vLLM process): the environment "
                                     "is shown from the main process and the unit")
-    log_args = vllm_log.parse_non_default_args(raw.vargs) if raw.vargs else None
+    log_args = _parse_vargs_cached(raw.vargs) if raw.vargs else None
     log_cmd = _log_command(log_args) if log_args else None
     api = _api_facts(raw)
     if running is None and log_cmd is not None and show.main_pid:
