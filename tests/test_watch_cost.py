@@ -135,3 +135,32 @@ def _state(state: str, reason: str | None = None) -> ServiceState:
 def test_the_lock_is_read_only_when_a_look_could_judge(st: ServiceState, memo: HealthMemo,
                                                       sample: tuple[float | None, int, int], judged: bool) -> None:
     assert _may_judge(st, memo, "active", sample) is judged
+
+
+async def test_watchers_run_from_memory_and_old_persisted_ones_are_removed(tmp_path: Path) -> None:
+    from bot import jobs
+    from bot.app import runtime
+    from bot.scheduler import VOLATILE, BotScheduler
+    from config.models import BotConfig
+    from handlers.notify import RecordingNotifier
+
+    config = BotConfig.model_validate({
+        "nodes": [{"name": "gpu-a", "host": "127.0.0.2"}],
+        "services": [{"name": "kimi", "node": "gpu-a", "unit": "vllm-kimi.service"}],
+        "state": {"dir": str(tmp_path)}, "watch": {"interval": "1h"},
+    })
+    async with runtime(config) as rt:
+        old = BotScheduler(rt, RecordingNotifier())
+        await old.start(watch=False)
+        # what an older inferbot left in the database's job store
+        old._sched.add_job(jobs.watch_node_job, "interval", seconds=3600, id="watch:gpu-a", args=["gpu-a"],
+                           jobstore="default", next_run_time=datetime.now(UTC) + timedelta(hours=1))
+        await old.shutdown()
+        sched = BotScheduler(rt, RecordingNotifier())
+        await sched.start(watch=True)
+        try:
+            assert [j.id for j in sched._sched.get_jobs(jobstore="default")] == []
+            assert sorted(j.id for j in sched._sched.get_jobs(jobstore=VOLATILE)) == ["reconcile", "watch:gpu-a"]
+            assert sched.job_ids() == ["reconcile", "watch:gpu-a"]
+        finally:
+            await sched.shutdown()
