@@ -18,6 +18,7 @@ from services.models import ServiceState
 from services.store.health_state import HealthMemo, get_memo, set_memo
 from services.store.schema import metric_samples, watches
 from services.store.store import Store
+from tests.pg import PgServer
 
 T0 = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
@@ -37,9 +38,14 @@ def _rows(store: Store, table: object) -> int:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())  # type: ignore[arg-type]
 
 
-@pytest.fixture
-async def store(tmp_path: Path):  # type: ignore[no-untyped-def]
-    s = CountingStore(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    else:
+        server: PgServer = request.getfixturevalue("pg_server")
+        url = server.url(server.database())
+    s = CountingStore(url)
     await s.prepare()
     yield s
     await s.close()
@@ -54,7 +60,7 @@ async def test_the_baseline_is_read_once_and_written_with_the_next_flush(store: 
     assert store.trips == trips and _rows(store, watches) == 0  # nothing written yet, nothing read again
     await store.flush_writes()
     assert store.trips == trips + 1 and _rows(store, watches) == 1
-    again = Store(store.url)  # another process reads what was written
+    again = Store(store.sqlalchemy_url)  # another process reads what was written
     try:
         seen = await again.get_watch("kimi", "gpu-a")
         assert seen is not None and seen.main_pid == 200 and seen.started_at == T0
@@ -107,7 +113,7 @@ async def test_the_health_memo_is_kept_and_written_only_when_it_changed(store: C
     memo.gen_total = 20.0
     await set_memo(store, "kimi", "gpu-a", memo, T0)
     await store.close()  # closing writes what is queued
-    again = Store(store.url)
+    again = Store(store.sqlalchemy_url)
     try:
         got = await get_memo(again, "kimi", "gpu-a")
         assert got is not None and got.gen_total == 20.0

@@ -37,6 +37,7 @@ from sqlalchemy import (
     Engine,
     Row,
     Table,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -457,16 +458,30 @@ class Store:
 
     def _write_batch(self, samples: list[dict[str, Any]], upserts: list[tuple[Table, dict[str, Any]]]) -> None:
         keys = {t.name: [c.name for c in t.primary_key.columns] for t, _ in upserts}
+        # One statement per table and shape, executed for many rows: a statement per row cost as much as
+        # the transaction it saved.
+        groups: dict[tuple[str, tuple[str, ...]], tuple[Table, list[dict[str, Any]]]] = {}
+        for table, row in upserts:
+            groups.setdefault((table.name, tuple(row)), (table, []))[1].append(row)
         try:
             with self._write() as conn:
                 if samples:
                     conn.execute(insert(metric_samples), samples)
-                for table, row in upserts:
-                    key = {k: row[k] for k in keys[table.name]}
-                    values = {k: v for k, v in row.items() if k not in key}
-                    query = update(table).where(*(table.c[k] == v for k, v in key.items()))
-                    if conn.execute(query.values(**values)).rowcount != 1:
-                        conn.execute(insert(table).values(**row))
+                for (name, columns), (table, rows) in groups.items():
+                    key_cols = keys[name]
+                    first = key_cols[0]
+                    there = {tuple(r) for r in conn.execute(
+                        select(*(table.c[k] for k in key_cols)).where(table.c[first].in_({r[first] for r in rows})))}
+                    old = [r for r in rows if tuple(r[k] for k in key_cols) in there]
+                    new = [r for r in rows if tuple(r[k] for k in key_cols) not in there]
+                    if old:
+                        value_cols = [c for c in columns if c not in key_cols]
+                        query = update(table).where(*(table.c[k] == bindparam(f"key_{k}") for k in key_cols))
+                        conn.execute(query.values({c: bindparam(c) for c in value_cols}),
+                                     [{**{f"key_{k}": r[k] for k in key_cols}, **{c: r[c] for c in value_cols}}
+                                      for r in old])
+                    if new:
+                        conn.execute(insert(table), new)
         except IntegrityError:
             # Another process stored a sample at the same moment (or inserted a row first): one at a time,
             # each in its own transaction, skipping what is already there.
