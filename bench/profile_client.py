@@ -415,8 +415,43 @@ async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | Non
 # watch: the unplanned-restart watcher's poll
 
 
+class _Traffic:
+    """The recorded watcher answer with token counters that grow on every poll (a server at work).
+
+    A recording's counters never move, which would let the watcher skip every write of its memory; a busy
+    server's generation counter moves between every two polls.
+    """
+
+    def __init__(self, stdout: str) -> None:
+        import base64
+
+        self._b64 = base64
+        head, sep, rest = stdout.partition("\n@@inferbot@@ metrics ")
+        if not sep:
+            raise ValueError("the recording has no /metrics sample (record it with the server ready)")
+        line, _, tail = rest.partition("\n")
+        body, _, after = tail.partition("\n")
+        self._head, self._line, self._after = head + sep + line + "\n", body, "\n" + after
+        self._text = base64.b64decode(body).decode()
+        self._polls = 0
+
+    def next(self) -> str:
+        """The answer of the next poll: 50 more generated and 150 more prompt tokens than the last."""
+        import re
+
+        self._polls += 1
+        k = self._polls
+
+        def bump(m: re.Match[str]) -> str:
+            step = 50 if "generation" in m[1] else 150
+            return f"{m[1]} {float(m[2]) + step * k}"
+
+        text = re.sub(r"^(vllm:(?:generation|prompt)_tokens_total\S*) ([0-9.]+)$", bump, self._text, flags=re.M)
+        return self._head + self._b64.b64encode(text.encode()).decode() + self._after
+
+
 async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, via_ssh: bool,
-                direct: int, profile_path: Path | None) -> dict[str, Any]:
+                direct: int, profile_path: Path | None, traffic: bool = True) -> dict[str, Any]:
     """The bot's CPU per watcher poll (one node, one service), as the leader's scheduler runs it.
 
     Scheduled (default): a real ``BotScheduler`` on SQLite polls ``n`` nodes every ``interval`` s for ``seconds``
@@ -438,25 +473,41 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
     work = Path(tempfile.mkdtemp(prefix="inferbot-watch-"))
     os.chmod(work, 0o755)
     nodes: CheapNodes | None = None
+    rewriting: asyncio.Future[None] | None = None
     try:
         if via_ssh:
             answer_file = work / "answer.out"
             shutil.copy(rec / f"watch-{state}.out", answer_file)
             nodes = start_cheap_nodes(n, answer_file, work)
+            if traffic:  # the nodes' counters move: the answer file is rewritten twice a second
+                writer = _Traffic(stdout)
+
+                async def keep_writing() -> None:
+                    while True:
+                        tmp = work / "answer.tmp"
+                        tmp.write_text(writer.next())
+                        os.chmod(tmp, 0o644)
+                        os.replace(tmp, answer_file)
+                        await asyncio.sleep(0.5)
+
+                rewriting = asyncio.ensure_future(keep_writing())
             write_config(work / "inferbot.toml", n, nodes.hosts, str(nodes.key_file), str(nodes.known_hosts),
                          work / "state", meta["unit"], nodes.user)
         else:
             (work / "kh").write_text("")
             write_config(work / "inferbot.toml", n, None, "", str(work / "kh"), work / "state", meta["unit"])
         config = load_config(str(work / "inferbot.toml"))
-        out: dict[str, Any] = {"mode": "watch", "state": state, "nodes": n, "ssh": via_ssh}
+        out: dict[str, Any] = {"mode": "watch", "state": state, "nodes": n, "ssh": via_ssh, "traffic": traffic}
         async with runtime(config) as rt:
             polls = 0
             if not via_ssh:
+                busy = _Traffic(stdout) if traffic else None
+
                 async def fake_run(node: Node, command: str, limit_s: float | None = None,
                                    stdin: str | None = None) -> CommandResult:
                     rt.pool.runs += 1
-                    return CommandResult(exit_status=0, stdout=stdout, stderr="", elapsed_s=0.01)
+                    out = busy.next() if busy is not None else stdout
+                    return CommandResult(exit_status=0, stdout=out, stderr="", elapsed_s=0.01)
 
                 rt.pool.run = fake_run  # type: ignore[method-assign]
             notifier = RecordingNotifier()
@@ -502,6 +553,8 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
         out["peak_rss_kib"] = read_vm_hwm_kib()
         return out
     finally:
+        if rewriting is not None:
+            rewriting.cancel()
         if nodes is not None:
             nodes.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -542,6 +595,7 @@ def main() -> int:
     w.add_argument("--ssh", action="store_true", help="real sshd answering with the recording")
     w.add_argument("--direct", type=int, default=0, help="call the job function this many times instead")
     w.add_argument("--profile", type=Path)
+    w.add_argument("--no-traffic", action="store_true", help="keep the recording's token counters still")
     args = p.parse_args()
     result: dict[str, Any]
     if args.cmd == "record":
@@ -555,7 +609,7 @@ def main() -> int:
                                  args.tracemalloc, args.connect_first, args.fresh_db))
     elif args.cmd == "watch":
         result = asyncio.run(watch(args.rec, args.n, args.seconds, args.interval, args.state, args.ssh,
-                                   args.direct, args.profile))
+                                   args.direct, args.profile, not args.no_traffic and args.state == "ready"))
     json.dump(result, sys.stdout)
     print()
     return 0
