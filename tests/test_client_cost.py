@@ -61,3 +61,20 @@ async def test_the_long_running_bot_settles_the_garbage_collector(tmp_path: Path
     async with runtime(config):
         assert gc.get_freeze_count() > 0
         assert gc.get_threshold() == GC_THRESHOLDS
+
+
+def test_what_is_parsed_once_per_text_is_never_shared_with_an_answer() -> None:
+    """systemctl show, the unit, the command line and vLLM's logged arguments are cached on their text:
+    changing one answer must not change the next."""
+    from services.node.assemble import NodeFacts, assemble
+    from services.node.probe import parse_output
+
+    raw = parse_output((SAMPLES / "settings-ready.out").read_text())
+    first = assemble("kimi", "n000", raw.units[0], NodeFacts(raw))
+    expected = first.model_copy(deep=True)
+    first.flags.clear()
+    first.env.clear()
+    first.command.clear()
+    first.warnings.clear()
+    again = assemble("kimi", "n000", raw.units[0], NodeFacts(raw))
+    assert again == expected and again.flags and again.env and again.command

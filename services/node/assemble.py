@@ -125,14 +125,19 @@ def _parse_cmd(raw: UnitRaw, argv: list[str], warnings: list[str]) -> VllmComman
 
 
 # A long-running bot asks the same nodes the same questions: the command line, the unit file and the
-# bench files rarely change between two questions, so their (pure) parses are cached on the text.
-@functools.lru_cache(maxsize=512)
+# bench files rarely change between two questions, so their (pure) parses are cached on the text. The caches
+# hold an entry per distinct text, about one per service: sized for fleets past 1,000 services (a cache
+# smaller than the fleet misses on every question).
+CACHE_ENTRIES = 2048
+
+
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
 def _parse_argv_cached(argv: tuple[str, ...], config_json: str | None) -> VllmCommand:
     cfg = json.loads(config_json) if config_json is not None else None
     return vllm_args.parse_vllm_argv(list(argv), cfg)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
 def _parse_unit_cached(text: str, instance: str | None, unit_name: str) -> UnitFile:
     return unitfile.parse_unit_cat(text, instance=instance, unit_name=unit_name)
 
@@ -140,18 +145,18 @@ def _parse_unit_cached(text: str, instance: str | None, unit_name: str) -> UnitF
 # The same holds for `systemctl show` (it only changes when the unit changes state), the ExecStart line
 # expanded with the unit's environment and vLLM's logged arguments. What these return is shared between
 # calls: assemble only reads it.
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
 def _parse_show_cached(text: str, tz: str) -> UnitShow:
     return systemd.parse_show(text, tz_offset=tz)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
 def _expand_exec_start_cached(cat: str, instance: str | None, unit_name: str,
                               env: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     return tuple(unitfile.expand_exec_start(_parse_unit_cached(cat, instance, unit_name), env=dict(env)))
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
 def _parse_vargs_cached(text: str) -> dict[str, object] | None:
     return vllm_log.parse_non_default_args(text)
 
