@@ -337,7 +337,7 @@ def _start_sshd(client_public: Path, addrs: list[str], port: int, user: str, ans
 
 
 async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | None, question: str,
-              trace: bool, connect_first: bool, fresh_db: bool) -> dict[str, Any]:
+              trace: bool, connect_first: bool, fresh_db: bool, keep_previous: bool = False) -> dict[str, Any]:
     """Ask ``question`` of ``n`` cheap nodes over a warm pool; CPU per node per question, RSS."""
     from bench.warm_client import check_reply
     from bot.app import runtime
@@ -367,6 +367,8 @@ async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | Non
             last: list[object] = []
 
             async def one() -> None:
+                if not keep_previous:
+                    last.clear()  # a serving bot keeps no answer once it is posted
                 last[:] = [await answer(question, rt.context(asker))]
 
             out["rss_runtime_open_kib"] = _vm_rss_kib()
@@ -585,6 +587,8 @@ def main() -> int:
     t.add_argument("--profile", type=Path)
     t.add_argument("--tracemalloc", action="store_true", help="where the warm-up's memory went (slow)")
     t.add_argument("--fresh-db", action="store_true", help="the measured process creates the state database")
+    t.add_argument("--keep-previous", action="store_true",
+                   help="hold the previous answer while asking the next (as bench/warm_client.py does)")
     t.add_argument("--connect-first", action="store_true", help="open every connection before the first question")
     w = sub.add_parser("watch")
     w.add_argument("--rec", type=Path, required=True)
@@ -606,7 +610,7 @@ def main() -> int:
                                   not args.no_store, args.question, args.fresh_db))
     elif args.cmd == "ssh":
         result = asyncio.run(ssh(args.rec, args.n, args.runs, args.state, args.profile, args.question,
-                                 args.tracemalloc, args.connect_first, args.fresh_db))
+                                 args.tracemalloc, args.connect_first, args.fresh_db, args.keep_previous))
     elif args.cmd == "watch":
         result = asyncio.run(watch(args.rec, args.n, args.seconds, args.interval, args.state, args.ssh,
                                    args.direct, args.profile, not args.no_traffic and args.state == "ready"))

@@ -99,7 +99,7 @@ async def service_cards(
     """
     from handlers.common import STATE_STATUS
 
-    snap = await ctx.cluster.snapshot(req.services, req.nodes, probe)
+    snap = await ctx.cluster.snapshot(req.services, req.nodes, probe, node_gpus=False)  # cards show services
     try:
         await apply_history(ctx, snap.services)
         if record:

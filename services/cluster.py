@@ -61,12 +61,15 @@ class Cluster:
         self.pool = pool
 
     async def probe_node(
-        self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool = True
+        self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool = True,
+        node_gpus: bool = True,
     ) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
         """One round trip to ``node`` for ``services`` (or discovery when none are configured).
 
         The node's decoded output comes back too unless ``keep_raw`` is False (then None): a snapshot of
         hundreds of nodes does not keep every node's output alive until the last node has answered.
+        ``node_gpus`` False leaves the node's own GPU and process lists out of its report (the services'
+        GPUs are kept): only the GPU answer reads them, and they were a third of a node's records.
         """
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
@@ -117,20 +120,26 @@ class Cluster:
         leftovers = attach_gpu_owners(states, facts)
         if not raw.complete:
             log.warning("probe output from %s was incomplete", node.name)
-        report = NodeReport(node=node.name, ok=True, gpus=facts.gpus, processes=facts.processes,
-                            leftovers=leftovers, elapsed_s=elapsed, discovered=raw.discovered)
+        report = NodeReport(node=node.name, ok=True, gpus=facts.gpus if node_gpus else [],
+                            processes=facts.processes if node_gpus else [], leftovers=leftovers, elapsed_s=elapsed,
+                            discovered=raw.discovered)
         return report, states, raw if keep_raw else None
 
     async def snapshot(
-        self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None
+        self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,
+        node_gpus: bool = True,
     ) -> Snapshot:
-        """Probe ``nodes`` (all at once) for ``services``; slow or dead nodes become ``unreachable``."""
+        """Probe ``nodes`` (all at once) for ``services``; slow or dead nodes become ``unreachable``.
+
+        ``node_gpus``: see :meth:`probe_node` (answers about services leave the nodes' GPU lists out).
+        """
         opts = options or ProbeOptions()
         started = time.monotonic()
         by_node: dict[str, list[Service]] = {}
         for s in services:
             by_node.setdefault(s.node, []).append(s)
-        jobs = [self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False) for node in nodes]
+        jobs = [self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False, node_gpus=node_gpus)
+                for node in nodes]
         results = await asyncio.gather(*jobs)
         snap = Snapshot(elapsed_s=0.0)
         for report, states, _raw in results:

@@ -54,6 +54,10 @@ async def test_a_snapshot_answers_every_node_and_keeps_no_raw_output() -> None:
     _, again, none = await cluster.probe_node(config.nodes[0], config.services[:1], SETTINGS_PROBE,
                                               keep_raw=False)
     assert none is None and again == states and report.ok
+    assert len(report.gpus) == 8 and report.processes  # the GPU answer's node lists
+    cards = await cluster.snapshot(config.services, config.nodes, SETTINGS_PROBE, node_gpus=False)
+    assert all(n.gpus == [] and n.processes == [] for n in cards.nodes)  # answers about services skip them
+    assert [s.gpus for s in cards.services] == [s.gpus for s in snap.services] and len(cards.services[0].gpus) == 8
 
 
 async def test_the_long_running_bot_settles_the_garbage_collector(tmp_path: Path) -> None:
