@@ -1,18 +1,22 @@
 """The bot's own cost per node, isolated: recorded probe answers, pure client path and real SSH.
 
-    python -m bench.profile_client record --out DIR          # once: what a simulated Kimi node answers
-    python -m bench.profile_client pure --rec DIR -n 64      # parse → assemble → redact → handler → JSON
-    python -m bench.profile_client ssh --rec DIR -n 64       # real sshd (``ForceCommand cat FILE``), pooled
-    python -m bench.profile_client watch --rec DIR --polls 2000   # the watcher's poll, one service
+    python -m bench.profile_client record --out DIR               # what a simulated Kimi node answers
+    python -m bench.profile_client pure -n 512 --runs 3            # parse → assemble → redact → handler → Reply
+    python -m bench.profile_client ssh -n 512 --runs 3 [--connect-first]   # real sshd, pooled connections
+    python -m bench.profile_client watch --direct 300              # one watcher poll after another, no SSH
+    python -m bench.profile_client watch -n 64 --interval 2 --seconds 20 [--ssh]   # the scheduler's watchers
 
 ``record`` starts one simulated Kimi node behind a real sshd and saves what the settings question's probe and
-the watcher's probe print (in a loading state and once the server is ready and serving). ``pure`` replaces the
-pool by one that hands back the recording (no SSH at all) and asks the whole question through
+the watcher's probe print (loading, and ready with traffic); by default the other modes use the copies in
+``tests/samples/probe`` (``--rec DIR`` for others: re-record when the probe's wire format changes). ``pure``
+replaces the pool by one that hands back the recording (no SSH at all) and asks the whole question through
 ``bot.dispatch.answer``: what is left is the client's own work per node. ``ssh`` starts sshds on loopback
-addresses that answer every session with the recording, so the SSH layer (handshake once, then one channel
-per question) is measured too. ``watch`` runs ``handlers.health_watch.watch`` (the watcher's job) against
-one recorded node. Each prints one JSON object; ``--profile FILE`` writes a cProfile of the measured part.
-CPU is this process's user+sys (getrusage), so it is meaningful on a busy machine where wall time is not.
+addresses (16 per sshd) that answer every session with ``cat`` of the recording, so the SSH layer (handshake
+once, then one channel per question) is measured too; the state database is created beforehand by another
+process, as a restarted serving bot finds it. ``watch`` runs the watcher's job (``bot.jobs.watch_node_job``),
+directly or from a real ``BotScheduler``, with token counters that move on every poll. Each prints one JSON
+object; ``--profile FILE`` writes a cProfile of the measured part. CPU is this process's user+sys (getrusage,
+every thread), so it is meaningful on a busy machine where wall time is not.
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ from typing import Any
 from bench.common import QUESTION, read_vm_hwm_kib
 
 _LISTEN_PER_SSHD = 16  # sshd listens on at most 16 sockets (MAX_LISTEN_SOCKS)
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "samples" / "probe"  # recorded by `record` too
+KIMI_UNIT = "vllm-kimi-k25-int4.service"  # services.sim.scenarios.KIMI_UNIT, without importing the simulator
+
+
+def _meta(rec: Path) -> dict[str, Any]:
+    """What ``record`` wrote beside the answers (the tests' samples have only the answers: the Kimi unit)."""
+    path = rec / "meta.json"
+    return json.loads(path.read_text()) if path.exists() else {"unit": KIMI_UNIT}
 
 
 def _cpu_s() -> float:
@@ -205,7 +219,7 @@ async def pure(rec: Path, n: int, runs: int, state: str, render: bool, profile_p
     from services.models import CommandResult
 
     front = _import_front_end()
-    meta = json.loads((rec / "meta.json").read_text())
+    meta = _meta(rec)
     stdout = (rec / f"settings-{state}.out").read_text()
     work = Path(tempfile.mkdtemp(prefix="inferbot-pure-"))
     try:
@@ -346,7 +360,7 @@ async def ssh(rec: Path, n: int, runs: int, state: str, profile_path: Path | Non
     from handlers.context import Asker
 
     front = _import_front_end()
-    meta = json.loads((rec / "meta.json").read_text())
+    meta = _meta(rec)
     work = Path(tempfile.mkdtemp(prefix="inferbot-ssh-"))
     os.chmod(work, 0o755)
     answer_file = work / "answer.out"
@@ -470,7 +484,7 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
     from services.models import CommandResult
 
     _import_front_end()
-    meta = json.loads((rec / "meta.json").read_text())
+    meta = _meta(rec)
     stdout = (rec / f"watch-{state}.out").read_text()
     work = Path(tempfile.mkdtemp(prefix="inferbot-watch-"))
     os.chmod(work, 0o755)
@@ -569,7 +583,7 @@ def main() -> int:
     r = sub.add_parser("record")
     r.add_argument("--out", type=Path, required=True)
     q = sub.add_parser("pure")
-    q.add_argument("--rec", type=Path, required=True)
+    q.add_argument("--rec", type=Path, default=SAMPLES, help="recorded answers (default: the tests' samples)")
     q.add_argument("-n", type=int, default=64)
     q.add_argument("--runs", type=int, default=5)
     q.add_argument("--state", choices=("loading", "ready"), default="loading")
@@ -579,7 +593,7 @@ def main() -> int:
     q.add_argument("--profile", type=Path)
     q.add_argument("--fresh-db", action="store_true", help="the measured process creates the state database")
     t = sub.add_parser("ssh")
-    t.add_argument("--rec", type=Path, required=True)
+    t.add_argument("--rec", type=Path, default=SAMPLES, help="recorded answers (default: the tests' samples)")
     t.add_argument("-n", type=int, default=64)
     t.add_argument("--runs", type=int, default=5)
     t.add_argument("--state", choices=("loading", "ready"), default="loading")
@@ -591,7 +605,7 @@ def main() -> int:
                    help="hold the previous answer while asking the next (as bench/warm_client.py does)")
     t.add_argument("--connect-first", action="store_true", help="open every connection before the first question")
     w = sub.add_parser("watch")
-    w.add_argument("--rec", type=Path, required=True)
+    w.add_argument("--rec", type=Path, default=SAMPLES, help="recorded answers (default: the tests' samples)")
     w.add_argument("-n", type=int, default=64)
     w.add_argument("--seconds", type=float, default=20.0)
     w.add_argument("--interval", type=float, default=2.0, help="the watcher's interval (the bot's is 15-60 s)")
