@@ -54,16 +54,23 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore
 async def test_the_baseline_is_read_once_and_written_with_the_next_flush(store: CountingStore) -> None:
     assert await store.get_watch("kimi", "gpu-a") is None
     trips = store.trips
-    for pid in (100, 100, 200):
-        await store.set_watch("kimi", "gpu-a", pid, T0, 0, "active")
-        assert (await store.get_watch("kimi", "gpu-a")).main_pid == pid  # type: ignore[union-attr]
+    for _ in range(3):  # the same state look after look: batched
+        await store.set_watch("kimi", "gpu-a", 100, T0, 0, "active")
+        assert (await store.get_watch("kimi", "gpu-a")).main_pid == 100  # type: ignore[union-attr]
     assert store.trips == trips and _rows(store, watches) == 0  # nothing written yet, nothing read again
     await store.flush_writes()
     assert store.trips == trips + 1 and _rows(store, watches) == 1
-    again = Store(store.sqlalchemy_url)  # another process reads what was written
+
+
+async def test_a_changed_baseline_is_written_at_once(store: CountingStore) -> None:
+    """A restart the watcher saw must be in the database before a successor leader could read the old one."""
+    await store.set_watch("kimi", "gpu-a", 100, T0, 0, "active")
+    await store.flush_writes()
+    await store.set_watch("kimi", "gpu-a", 200, T0, 1, "active")
+    again = Store(store.sqlalchemy_url)  # another process (the next leader) reads what was written
     try:
         seen = await again.get_watch("kimi", "gpu-a")
-        assert seen is not None and seen.main_pid == 200 and seen.started_at == T0
+        assert seen is not None and seen.main_pid == 200 and seen.n_restarts == 1 and seen.started_at == T0
     finally:
         await again.close()
 
@@ -117,6 +124,21 @@ async def test_the_health_memo_is_kept_and_written_only_when_it_changed(store: C
     try:
         got = await get_memo(again, "kimi", "gpu-a")
         assert got is not None and got.gen_total == 20.0
+    finally:
+        await again.close()
+
+
+async def test_a_health_episode_is_written_at_once(store: CountingStore) -> None:
+    """Opening an unhealthy episode (its ⚠️ claimed) is in the database before the next leader could look."""
+    memo = HealthMemo(invocation="abc", ready_seen=True, gen_total=10.0)
+    await set_memo(store, "kimi", "gpu-a", memo, T0)
+    await store.flush_writes()
+    memo.unhealthy_since, memo.unhealthy_reason = T0, "/health answered 503"
+    await set_memo(store, "kimi", "gpu-a", memo, T0)
+    again = Store(store.sqlalchemy_url)
+    try:
+        got = await get_memo(again, "kimi", "gpu-a")
+        assert got is not None and got.unhealthy_since == T0 and got.unhealthy_reason == "/health answered 503"
     finally:
         await again.close()
 

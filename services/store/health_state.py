@@ -64,6 +64,12 @@ async def _upsert(store: Store, table: Table, service: str, node: str, values: d
     await store._run(run)
 
 
+EPISODE_FIELDS = ("invocation", "unhealthy_since", "unhealthy_reason", "unhealthy_silenced", "hung_since",
+                  "hung_silenced", "stop_checked", "stop_error", "stop_place")
+"""Memo fields that change only when a health episode starts or ends; counters (PIDs, polls, token totals)
+ride the batched write."""
+
+
 async def get_memo(store: Store, service: str, node: str) -> HealthMemo | None:
     """The health watcher's memo of service@node, if it looked before.
 
@@ -94,8 +100,13 @@ async def set_memo(store: Store, service: str, node: str, memo: HealthMemo, now:
         return
     if store not in _schema_ready:
         await store._run(_ensure, store)
+    before = store.health_memos.get(key) or {}
     await store.queue_upsert(health_memos, _key(service, node), {"data": data, "updated_at": now})
     store.health_memos[key] = data
+    if any(before.get(f) != data.get(f) for f in EPISODE_FIELDS):
+        # An episode opened or closed (its notice claimed or posted): written now, so a leader that dies
+        # within the batching second cannot leave its successor to open the same episode again.
+        await store.flush_writes()
 
 
 async def set_silence(store: Store, silence: Silence) -> None:

@@ -1099,13 +1099,20 @@ class Store:
 
     async def set_watch(self, service: str, node: str, main_pid: int, started_at: datetime | None,
                         n_restarts: int, active_state: str) -> None:
-        """Replace the watcher's baseline for service@node (written with the next flush, read back at once)."""
+        """Replace the watcher's baseline for service@node (read back at once; written with the next flush, or
+        now when the unit changed)."""
         values = {"main_pid": int(main_pid),
                   "started_at": None if started_at is None else _aware(started_at, "started_at"),
                   "n_restarts": int(n_restarts), "active_state": active_state, "updated_at": _utcnow()}
         key = {"service": service, "node": node}
+        before = self._watch_memo.get((service, node))
         await self.queue_upsert(watches, key, values)
         self._watch_memo[(service, node)] = WatchState(**key, **values)
+        if before is not None and (before.main_pid, before.n_restarts, before.active_state) != \
+                (values["main_pid"], values["n_restarts"], values["active_state"]):
+            # A restart or a state change: written now, so a leader that dies within the batching second
+            # cannot hand its successor a baseline from before the restart it already reported.
+            await self.flush_writes()
 
     # ---- App Home dashboards ---------------------------------------------------------------------
 
