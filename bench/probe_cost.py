@@ -327,7 +327,12 @@ async def measure(states: Sequence[str], runs: int, trace: bool) -> dict[str, An
         for state in states:
             sim = await start_node(state, workdir)
             try:
-                per: dict[str, Any] = {"journal_lines": sum(1 for _ in sim.journal_path().open(errors="replace"))}
+                per: dict[str, Any] = {
+                    "journal_lines": sum(1 for _ in sim.journal_path().open(errors="replace")),
+                    # Where the kernel has no /proc/PID/task/*/children, the probe's fallback reads every
+                    # /proc/PID/stat: say how many there were.
+                    "machine_processes": sum(1 for e in os.listdir("/proc") if e.isdigit()),
+                }
                 for name, options in QUESTIONS.items():
                     q = await ask(sim, options, runs=runs, trace=trace)
                     per[name] = summary(q)
