@@ -267,10 +267,11 @@ procs() {
   case $rows in *"$NL"*) rows=${rows#*"$NL"};; *) rows='';; esac
   sec "procs src=$psrc"; printf '%s\n' "$rows"
   isv && return 0
-  set --
-  while read -r q _; do [ -z "$q" ] || [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done <<EOF_ROWS
-$rows
-EOF_ROWS
+  set --; r=$rows$NL
+  while [ -n "$r" ]; do
+    q=${r%%"$NL"*}; r=${r#*"$NL"}; q=${q%% *}
+    [ -z "$q" ] || [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"
+  done
   [ $# -gt 0 ] || return 0
   sec argvs; head -c "$CB" -- /dev/null "$@" 2>/dev/null
   # The environment of the first other process that looks like a server (a wrapper that forks, such as
@@ -393,10 +394,12 @@ pu() {
   u=$1; url=$2; lf=$3; bd=$4; ak=${5:-}
   sec "unit $u"
   sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; sec "show rc=$r"; printf '%s\n' "$sh_"
-  # systemctl show's lines, read once by the shell: MainPID, InvocationID, ControlGroup, and the files the
-  # unit reads (EnvironmentFiles=, ExecStart='s --config/--env-file).
-  pid='' inv='' cg='' af='' pw='' a='' cl=''
-  while IFS= read -r l; do
+  # systemctl show's lines, read once by the shell (from the variable: `read` would take a byte per
+  # system call): MainPID, InvocationID, ControlGroup, and the files the unit reads (EnvironmentFiles=,
+  # ExecStart='s --config/--env-file).
+  pid='' inv='' cg='' af='' pw='' a='' cl='' r=$sh_$NL
+  while [ -n "$r" ]; do
+    l=${r%%"$NL"*}; r=${r#*"$NL"}
     case $l in
       MainPID=*) pid=${l#MainPID=};;
       InvocationID=*) inv=${l#InvocationID=};;
@@ -408,9 +411,7 @@ pu() {
         x=${x#*' ; argv[]='}; x=${x% ; ignore_errors=*}' '
         while [ -n "$x" ]; do ap "${x%% *}"; x=${x#* }; done;;
     esac
-  done <<EOF_SHOW
-$sh_
-EOF_SHOW
+  done
   live=0; [ -n "$pid" ] && [ "$pid" != 0 ] && live=1
   if [ $live = 1 ] && { [ "$ST" = 1 ] || [ -z "$url" ]; }; then
     cl=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null)
@@ -647,10 +648,10 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             'for u in $found; do pu "$u" "" "" ""; done',
         ]
     lines.append("sec end")
-    # One base64 for everything (raw sections inside, see the module's docstring), written at once: each
-    # small write would otherwise travel as its own SSH packet, and the bot's per-packet cost (decrypt,
-    # parse, in Python) was most of its CPU per question. The last line, plain, says the probe finished.
-    lines += ["}", "o=$(main | base64 -w0)", 'printf \'%s b64 %s\\n%s end\\n\' "$MB" "$o" "$MB"']
+    # One base64 for everything (raw sections inside, see the module's docstring), written at once (one
+    # write): each small write would otherwise travel as its own SSH packet, and the bot's per-packet cost
+    # (decrypt, parse, in Python) was most of its CPU per question. The last line, plain, says it finished.
+    lines += ["}", 'o="$MB b64 $(main | base64 -w0)$NL$MB end$NL"', "printf '%s' \"$o\""]
     return "\n".join(lines) + "\n"
 
 
@@ -666,8 +667,9 @@ def stdin_for(targets: list[ProbeTarget], keys: list[str | None]) -> str | None:
 
 
 def remote_command(script: str) -> str:
-    """The command line sent over SSH: the script run by ``sh`` whatever the login shell is."""
-    return "sh -c " + shlex.quote(script)
+    """The command line sent over SSH: the script run by ``sh`` whatever the login shell is (``exec``: the
+    login shell does not stay around as a second process)."""
+    return "exec sh -c " + shlex.quote(script)
 
 
 # ---------------------------------------------------------------------------------------------
