@@ -86,15 +86,9 @@ async def test_no_key_and_no_marker_value_on_any_command_line(ready_node: SimNod
     raw = parse_output(out)
     unit = raw.units[0]
     assert raw.complete and unit.models is not None and unit.models.status == 200 and unit.models_keyed
-    nonce = re.search(r"\n@@inferbot@@(\S+) node ", "\n" + _unwrapped(out))
+    nonce = re.search(r"\n@@inferbot@@(\S+) node ", "\n" + out)
     assert nonce is not None and len(nonce.group(1)) >= 16
     assert len(execs) > 10
     assert not [e for e in execs if KIMI_API_KEY in e]
     assert not [e for e in execs if nonce.group(1) in e]
 
-
-def _unwrapped(stdout: str) -> str:
-    import base64
-
-    line = next(x for x in stdout.splitlines() if x.startswith("@@inferbot@@ b64 "))
-    return base64.b64decode(line.split(" ", 2)[2]).decode("utf-8", "replace")

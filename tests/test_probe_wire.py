@@ -160,3 +160,14 @@ def test_no_server(server: tuple[str, type[_Handler]]) -> None:
     u = run("http://127.0.0.1:9", "hc version models").units[0]
     assert u.health is not None and u.health.status is None and u.health.curl_exit == 7
     assert u.version is None and u.models is None
+
+
+def test_a_line_shaped_like_the_base64_line_in_plain_text_changes_nothing() -> None:
+    plain = stream(("node now=1 tz=+0000 uid=0 host=n", b""), ("unit a.service", b""),
+                   ("show rc=0", f"Environment=A=x\n{MARK} b64 QUFB\nMainPID=7\n".encode()))
+    blob = stream(("unit a.service", b""), ("vargs", b"non-default args: {}"), ("end", b""))
+    out = f"{plain}\n{MARK} b64 {base64.b64encode(blob.encode()).decode()}\n{MARK} end\n"
+    node = parse_output(out)
+    assert node.complete and len(node.units) == 1
+    u = node.units[0]
+    assert u.show.endswith("MainPID=7") and u.vargs == "non-default args: {}"

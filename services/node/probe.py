@@ -4,13 +4,15 @@ The script is assembled from fixed text plus values that the config validated (u
 paths) and integers chosen by handlers, each passed through ``shlex.quote``. No text from a chat
 message ever reaches it.
 
-What it prints (the wire format): one line ``@@inferbot@@ b64 <base64>`` and a last line ``@@inferbot@@ end``.
-The base64 (one ``base64`` process for the whole answer) holds the sections, each opened by a marker line
-``\n@@inferbot@@<N> <name> <key=value…>\n`` where ``<N>`` is a random value the node reads when the probe
-starts and never puts on a command line: no byte on the node can forge a marker, so section contents go
-raw (files, argv with their NULs, the journal, HTTP bodies), not base64 each. A section whose exit status is
-known only after its content streamed is followed by an ``rc <status>`` marker. HTTP bodies fetched by one
-curl for several URLs are cut by the byte counts curl writes after each (``-w``), from the end.
+What it prints (the wire format): sections, each opened by a marker line ``\n@@inferbot@@<N> <name> <k=v…>\n``
+where ``<N>`` is a random value the node reads when the probe starts and never puts on a command line: no
+byte on the node can forge a marker, so contents need no escaping. First come, as they are, the sections
+that are always UTF-8 (the node line, ``systemctl show``, ``nvidia-smi``, the GPU processes' ancestry);
+then one line ``@@inferbot@@ b64 <base64>`` (one ``base64`` process) holding every section whose bytes may be
+anything (files, argv with their NULs, the journal, HTTP bodies); then a plain ``@@inferbot@@ end``. Each
+stream names the unit its sections belong to. A section whose exit status is known only after its content
+streamed is followed by an ``rc <status>`` marker. HTTP bodies fetched by one curl for several URLs are cut
+by the byte counts curl writes after each (``-w``), from the end.
 """
 
 from __future__ import annotations
@@ -121,7 +123,10 @@ while read -r k _ e _; do case $k in Uid:) U=$e; break;; esac; done 2>/dev/null 
 [ -n "$U" ] || U=$(id -u)
 if [ "$U" = 0 ]; then S=''; else S='sudo -n'; fi
 # A section marker, on its own line: the writer always ends what came before with a newline of its own.
+# sec: into the base64 (contents that may be any bytes); psec: on fd 3, sent as it is (systemd's and
+# nvidia-smi's own text, numbers: UTF-8 whatever the node holds, a third smaller than in base64).
 sec() { printf '\n%s %s\n' "$M" "$1"; }
+psec() { printf '\n%s %s\n' "$M" "$1" >&3; }
 # A file's bytes as they are. Files the login user cannot read (another user's /proc/PID/environ, 0600 env
 # files) go through sudo -n, which never prompts (without a sudoers rule it fails and the bot says it fell
 # back to the unit), with the base64 command the README's sudoers line names: such a section says b64=1.
@@ -392,8 +397,8 @@ hm() {
 }
 pu() {
   u=$1; url=$2; lf=$3; bd=$4; ak=${5:-}
-  sec "unit $u"
-  sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; sec "show rc=$r"; printf '%s\n' "$sh_"
+  sec "unit $u"; psec "unit $u"
+  sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; psec "show rc=$r"; printf '%s\n' "$sh_" >&3
   # systemctl show's lines, read once by the shell (from the variable: `read` would take a byte per
   # system call): MainPID, InvocationID, ControlGroup, and the files the unit reads (EnvironmentFiles=,
   # ExecStart='s --config/--env-file).
@@ -620,23 +625,23 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             lines.append(f"IFS= read -r AK{i} || AK{i}=''")
     lines += [
         "set -- $(date '+%s %z')",
-        'sec "node now=${1-} tz=${2-} uid=$U host=$(hostname 2>/dev/null)"',
+        'psec "node now=${1-} tz=${2-} uid=$U host=$(hostname 2>/dev/null)"',
     ]
     if options.gpus:
         lines += [
             "g=$(nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,"
             "temperature.gpu,power.draw --format=csv,noheader,nounits 2>&1); r=$?",
-            'sec "gpus rc=$r"; printf \'%s\\n\' "$g"',
+            'psec "gpus rc=$r"; printf \'%s\\n\' "$g" >&3',
             "a=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
             "--format=csv,noheader,nounits 2>&1); r=$?",
-            'sec "gpu-apps rc=$r"; printf \'%s\\n\' "$a"',
+            'psec "gpu-apps rc=$r"; printf \'%s\\n\' "$a" >&3',
             # The process tree tells a running service's GPU workers from leftovers of a crash: "pid ppid" of
             # each GPU process and its ancestors (all that tells), read from /proc in one awk, not all of /proc.
-            "sec ps; P=$a awk 'BEGIN { n = split(ENVIRON[\"P\"], l, \"\\n\"); for (j = 1; j <= n; j++) {"
+            "psec ps; P=$a awk 'BEGIN { n = split(ENVIRON[\"P\"], l, \"\\n\"); for (j = 1; j <= n; j++) {"
             " p = l[j]; sub(/,.*/, \"\", p); while (p ~ /^[0-9]+$/ && p + 0 > 0 && !(p in seen)) { seen[p] = 1;"
             " f = \"/proc/\" p \"/stat\"; s = \"\"; getline s < f; close(f); k = 0;"
             " while ((t = index(substr(s, k + 1), \") \")) > 0) k += t;"
-            " if (k == 0) break; split(substr(s, k + 2), w, \" \"); print p, w[2]; p = w[2] } } exit }'",
+            " if (k == 0) break; split(substr(s, k + 2), w, \" \"); print p, w[2]; p = w[2] } } exit }' >&3",
         ]
     for i, t in enumerate(targets):
         bench = (t.bench_dir or "") if options.bench else ""
@@ -651,7 +656,8 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
     # One base64 for everything (raw sections inside, see the module's docstring), written at once (one
     # write): each small write would otherwise travel as its own SSH packet, and the bot's per-packet cost
     # (decrypt, parse, in Python) was most of its CPU per question. The last line, plain, says it finished.
-    lines += ["}", 'o="$MB b64 $(main | base64 -w0)$NL$MB end$NL"', "printf '%s' \"$o\""]
+    lines += ["}", 'o=$( { b=$(main 3>&4 | base64 -w0); printf \'%s b64 %s\\n%s end\' "$MB" "$b" "$MB"; } 4>&1 )',
+              "printf '%s' \"$o$NL\""]
     return "\n".join(lines) + "\n"
 
 
@@ -775,12 +781,17 @@ def _txt(data: bytes) -> str:
     return data.decode("utf-8", "replace").rstrip("\n")
 
 
-def _unwrap(stdout: str) -> bytes:
-    """The sections' bytes: the base64 line decoded, or (a script run piecewise, as tests do) the text itself."""
-    for line in stdout.split("\n"):
-        if line.startswith(WRAP):
-            return _b64(line[len(WRAP) :])
-    return stdout.encode("utf-8", "surrogateescape")
+def _streams(stdout: str) -> list[bytes]:
+    """The sections' bytes: what came plain, then the base64 line decoded (a script run piecewise, as tests
+    do, has no base64 line: all of it is plain)."""
+    text = stdout if stdout.startswith("\n") else "\n" + stdout  # every marker then follows a newline
+    at = text.rfind("\n" + WRAP)  # the last: plain text before it cannot end the plain part early
+    if at < 0:
+        return [text.encode("utf-8", "surrogateescape")]
+    end = text.find("\n", at + 1)
+    blob = text[at + 1 + len(WRAP) : end if end > 0 else len(text)]
+    data = _b64(blob)
+    return [text[:at].encode("utf-8", "surrogateescape"), data if data.startswith(b"\n") else b"\n" + data]
 
 
 def _transfers(data: bytes) -> list[tuple[str, str, str, bytes]]:
@@ -832,14 +843,13 @@ def _attach_http(unit: UnitRaw, kv: dict[str, str], data: bytes, rc: int) -> Non
 def parse_output(stdout: str) -> NodeRaw:
     """Split the probe's output into typed, decoded sections."""
     node = NodeRaw()
-    data = _unwrap(stdout)
+    streams = _streams(stdout)
     mark = b"\n" + MARK.encode()
-    if not data.startswith(b"\n"):
-        data = b"\n" + data
-    if not data.startswith(mark):
+    first = next((d for d in streams if d.startswith(mark)), None)
+    if first is None:
         return node
-    eol = data.find(b"\n", 1)
-    nonce = data[len(mark) : eol if eol > 0 else len(data)].split(b" ", 1)[0]
+    eol = first.find(b"\n", 1)
+    nonce = first[len(mark) : eol if eol > 0 else len(first)].split(b" ", 1)[0]
     unit: UnitRaw | None = None
     # A section whose exit status follows its content (an "rc" marker): name, its key=values, its bytes.
     pending: tuple[str, dict[str, str], bytes] | None = None
@@ -867,7 +877,9 @@ def parse_output(stdout: str) -> NodeRaw:
             else:
                 unit.environ = rf
 
-    for part in data.split(mark + nonce + b" ")[1:]:
+    by_name: dict[str, UnitRaw] = {}
+    # Each stream starts outside any unit (an empty "unit" section between them).
+    for part in [p for d in streams for p in [b"unit ", *d.split(mark + nonce + b" ")[1:]]]:
         head_bytes, _, content = part.partition(b"\n")
         head, _, rest = head_bytes.decode("utf-8", "replace").partition(" ")
         if head == "rc":
@@ -897,8 +909,15 @@ def parse_output(stdout: str) -> NodeRaw:
                 if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
                     node.parents[int(parts[0])] = int(parts[1])
         elif head == "unit":
-            unit = UnitRaw(unit=rest.strip())
-            node.units.append(unit)
+            # Each stream names the unit its sections belong to (the plain one and the base64 one).
+            name = rest.strip()
+            if not name:
+                unit = None
+            elif name in by_name:
+                unit = by_name[name]
+            else:
+                unit = by_name[name] = UnitRaw(unit=name)
+                node.units.append(unit)
         elif head == "discovered":
             node.discovered = rest.split()
         elif head == "end":
