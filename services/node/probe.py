@@ -201,6 +201,19 @@ pawk='
   function stat(x,   f, s, r) {
     f = "/proc/" x "/stat"; r = ""; if ((getline s < f) > 0) r = row(s); close(f); return r }
   BEGIN {
+    if (ENVIRON["PSA"] != "") {
+      # The node section "ps" (once, with the first unit): "pid ppid" of each GPU process (nvidia-smi rows
+      # in PSA) and of its ancestors, all that tells its service from a leftover; on the plain stream.
+      o = "/dev/fd/3"; printf "\n%s ps\n", ENVIRON["M"] > o
+      n = split(ENVIRON["PSA"], l, "\n")
+      for (j = 1; j <= n; j++) {
+        x = l[j]; sub(/,.*/, "", x)
+        while (x ~ /^[0-9]+$/ && x + 0 > 0 && !(x in seen) && (r = stat(x)) != "") {
+          seen[x] = 1; split(r, w, " "); print x, w[2] > o; x = w[2] }
+      }
+      close(o)
+    }
+    if (mode == "a") exit
     if (mode == "c") {
       cg = ENVIRON["CG"]; c[1] = ENVIRON["CR"] cg "/cgroup.procs"; c[2] = ENVIRON["CR"] "/systemd" cg "/cgroup.procs"
       c[3] = ENVIRON["CR"] "/unified" cg "/cgroup.procs"
@@ -250,7 +263,7 @@ procs() {
   case $cg in /*..*|'') cg='';; /*) ;; *) cg='';; esac
   if [ -n "$cg" ] && { [ -r "$CGR$cg/cgroup.procs" ] || [ -r "$CGR/systemd$cg/cgroup.procs" ] ||
                        [ -r "$CGR/unified$cg/cgroup.procs" ]; }; then
-    rows=$(CG=$cg CR=$CGR awk -v mode=c -v max="$PN" "$pawk")
+    rows=$(PSA=${PSA-} CG=$cg CR=$CGR awk -v mode=c -v max="$PN" "$pawk"); PSA=''
   fi
   if [ -z "$rows" ] && [ -r "/proc/$p/task/$p/children" ]; then
     ed=''; q=$p; nd=0
@@ -264,9 +277,9 @@ procs() {
       done
       q=$nq
     done
-    rows=$(E=$ed awk -v mode=k -v root="$p" -v max="$PN" "$pawk")
+    rows=$(PSA=${PSA-} E=$ed awk -v mode=k -v root="$p" -v max="$PN" "$pawk"); PSA=''
   elif [ -z "$rows" ]; then
-    rows=$(awk -v mode=s -v root="$p" -v max="$PN" "$pawk" /proc/[0-9]*)
+    rows=$(PSA=${PSA-} awk -v mode=s -v root="$p" -v max="$PN" "$pawk" /proc/[0-9]*); PSA=''
   fi
   psrc=${rows%%"$NL"*}
   case $rows in *"$NL"*) rows=${rows#*"$NL"};; *) rows='';; esac
@@ -635,13 +648,9 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             "a=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
             "--format=csv,noheader,nounits 2>&1); r=$?",
             'psec "gpu-apps rc=$r"; printf \'%s\\n\' "$a" >&3',
-            # The process tree tells a running service's GPU workers from leftovers of a crash: "pid ppid" of
-            # each GPU process and its ancestors (all that tells), read from /proc in one awk, not all of /proc.
-            "psec ps; P=$a awk 'BEGIN { n = split(ENVIRON[\"P\"], l, \"\\n\"); for (j = 1; j <= n; j++) {"
-            " p = l[j]; sub(/,.*/, \"\", p); while (p ~ /^[0-9]+$/ && p + 0 > 0 && !(p in seen)) { seen[p] = 1;"
-            " f = \"/proc/\" p \"/stat\"; s = \"\"; getline s < f; close(f); k = 0;"
-            " while ((t = index(substr(s, k + 1), \") \")) > 0) k += t;"
-            " if (k == 0) break; split(substr(s, k + 2), w, \" \"); print p, w[2]; p = w[2] } } exit }' >&3",
+            # The process tree tells a running service's GPU workers from leftovers of a crash: the ancestry
+            # of the GPU processes, read by the first unit's process awk (or at the end: procs, pawk).
+            "PSA=$a",
         ]
     for i, t in enumerate(targets):
         bench = (t.bench_dir or "") if options.bench else ""
@@ -652,6 +661,8 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             'found=$(discover); sec "discovered $(echo $found)"',
             'for u in $found; do pu "$u" "" "" ""; done',
         ]
+    if options.gpus:
+        lines.append('[ -z "$PSA" ] || PSA=$PSA awk -v mode=a "$pawk"')
     lines.append("sec end")
     # One base64 for everything (raw sections inside, see the module's docstring), written at once (one
     # write): each small write would otherwise travel as its own SSH packet, and the bot's per-packet cost
