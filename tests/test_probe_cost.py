@@ -1,6 +1,6 @@
 """The probe stays light: processes per question on the simulated node, counted (not timed) with strace.
 
-Issue 15: the settings question was ~100 processes on the node, the watcher's poll ~70; now 27 and 14,
+Issue 15: the settings question was ~100 processes on the node, the watcher's poll ~70; now 25 and 13,
 fake node tools included (``python -m bench.probe_cost`` reports the same counts and the CPU). A change
 that brings back a process per section or per property fails here. The same traces show what every
 process was started with: neither the API key (stdin) nor the marker's random value is on any command line.
@@ -25,8 +25,8 @@ from services.node.probe import ProbeTarget, build_script, parse_output, remote_
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 
-SETTINGS_MAX_FORKS = 30  # 27 when written: 22 of the probe, 5 inside the fake systemctl/journalctl/nvidia-smi
-WATCH_MAX_FORKS = 16  # 14 when written: 13 of the probe, 1 inside the fake systemctl
+SETTINGS_MAX_FORKS = 28  # 25 when written: 20 of the probe, 5 inside the fake systemctl/journalctl/nvidia-smi
+WATCH_MAX_FORKS = 15  # 13 when written: 12 of the probe, 1 inside the fake systemctl
 
 
 def _strace() -> str:

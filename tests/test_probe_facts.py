@@ -184,6 +184,8 @@ async def test_kimi_ready_every_question(started: Callable[[NodeScenario], Any])
     raw = await same_facts(kimi, target, STATUS_PROBE)
     assert len(raw.units[0].metrics) == 2 and raw.units[0].metrics[0].probe.status == 200
     await same_facts(kimi, target, ProbeOptions(journal_lines=5))  # inferbot check
+    raw = await same_facts(kimi, target, ProbeOptions(gpus=False, journal_lines=0, bench=True))  # charts
+    assert len(raw.units[0].bench_files) == 4
     await same_facts(kimi, target, ProbeOptions(journal_lines=0, log_lines=20, gpus=False))  # logs
     keyed = [ProbeTarget(unit=KIMI_UNIT, models=True)]
     raw = await same_facts(kimi, keyed, ProbeOptions(journal_lines=0, gpus=False, models=True), keys=[KIMI_API_KEY])

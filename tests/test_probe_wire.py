@@ -148,7 +148,8 @@ def test_the_rest_counts_only_after_health_2xx_or_5xx(server: tuple[str, type[_H
     assert u.health is not None and u.health.status == health
     assert (u.version is not None) is asked and (u.models is not None) is asked
     t = run(url, '{ curl -s --fail-early -o /dev/null -w "%{http_code} %{exitcode}\\n" "$url/health" --next -s '
-                 '-w "\\n%{http_code} %{exitcode}\\n" "$url/metrics"; echo "$?"; } | hm 1.5 1', mf=1).units[0]
+                 '-w "\\n%{http_code} %{exitcode}\\n" "$url/metrics"; echo "$?"; } | '
+                 'T=1.5 awk -v hf=1 -v mf=1 "$hmawk"', mf=1).units[0]
     assert t.health is not None and t.health.status == health
     assert bool(t.metrics) is asked
     if asked:

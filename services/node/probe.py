@@ -135,23 +135,34 @@ rd() {
   else sec "$2 b64=1 path=$1"; $S base64 -w0 -- "$1" 2>/dev/null; fi
   sec "rc $?"
 }
+# The newest 60 benchmark result files of BD (BL: ls -t), each one's summary values (BR): one awk.
+bawk='
+  function bench(   n, f, j, s, re) {
+    printf "\n%s bench dir=%s\n", ENVIRON["M"], ENVIRON["BD"]
+    n = split(ENVIRON["BL"], f, "\n"); re = ENVIRON["BR"]
+    for (j = 1; j <= n && j <= 60; j++) {
+      printf "\n%s benchfile path=%s\n", ENVIRON["M"], f[j]
+      while ((getline s < f[j]) > 0)
+        while (match(s, re)) { print substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH) }
+      close(f[j]) } }'
 # The journal lines the parsers read (JF), in one awk: of the repetitive lines (shard progress, periodic
 # stats) only the newest 3, every other marker in order (the phase read from the last marker stays
 # right), then the newest JL. First line out: "A" and vLLM's last "non-default args" line, or "E" when
 # the journal said nothing or only "-- No entries --" (what a user outside systemd-journal sees, rc 0).
-jf() {
-  awk -v jl="$JL" '
+# The benchmark files (BD, BL) ride along when asked: their sections follow. (awk -v jl="$JL" "$jawk")
+jawk=$bawk'
     $0 != "" { if (++nn == 1 && NR == 1 && $0 == "-- No entries --") ne = 1 }
     index($0, "non-default args: ") { a = $0 }
     $0 ~ ENVIRON["JF"] { l[++n] = $0; if (index($0, "Completed |")) np++; else if (index($0, "throughput: ")) ns++ }
-    END { if (nn == 0 || (nn == 1 && ne)) { print "E"; exit }
-          print "A" a; p = 0; s = 0; k = 0
-          for (i = 1; i <= n; i++) { x = l[i]
-            if (index(x, "Completed |")) { if (++p <= np - 3) continue }
-            else if (index(x, "throughput: ")) { if (++s <= ns - 3) continue }
-            o[++k] = x }
-          for (i = (k > jl ? k - jl + 1 : 1); i <= k; i++) print o[i] }'
-}
+    END { if (nn == 0 || (nn == 1 && ne)) print "E"
+          else {
+            print "A" a; p = 0; s = 0; k = 0
+            for (i = 1; i <= n; i++) { x = l[i]
+              if (index(x, "Completed |")) { if (++p <= np - 3) continue }
+              else if (index(x, "throughput: ")) { if (++s <= ns - 3) continue }
+              o[++k] = x }
+            for (i = (k > jl ? k - jl + 1 : 1); i <= k; i++) print o[i] }
+          if (ENVIRON["BD"] != "") bench() }'
 # vLLM's "non-default args" line among the first AS lines of a start.
 va() { awk -v n="$AS" 'NR > n { exit } index($0, "non-default args: ") { a = $0 } END { if (a != "") print a }'; }
 # "pid ppid comm" from /proc/PID/stat lines (comm may hold spaces and parens: cut at the last ") ").
@@ -388,11 +399,11 @@ hc() {
   [ $z = 0 ] || [ -z "$y" ] || hg $y
   return 0
 }
-# The /metrics sections made by awk from curl's output (+ curl's exit status on the last line): with H=1
-# the first line is /health's (body to /dev/null) and /metrics counts only when /health said 2xx or 5xx;
-# with MF=1 only the lines of MFR (the watcher's chart samples) and the status line are kept.
-hm() {
-  T=$1 awk -v hf="$2" -v mf="$MF" '{ l[NR] = $0 } END {
+# The /metrics sections made by awk from curl's output (+ curl's exit status on the last line), run as
+# T=TIME awk -v hf=H -v mf=MF "$hmawk": with H=1 the first line is /health's (body to /dev/null) and
+# /metrics counts only when /health said 2xx or 5xx; with MF=1 only the lines of MFR (the watcher's chart
+# samples) and the status line are kept.
+hmawk='{ l[NR] = $0 } END {
     x = l[NR]; i = 1; re = ENVIRON["MFR"]
     if (hf) {
       c = ""; r = x
@@ -407,7 +418,6 @@ hm() {
     s = ""; k = 0
     for (j = i; j <= NR - 2; j++) if (!mf || l[j] ~ re) s = s (k++ ? "\n" : "") l[j]
     if (mf) printf "%s%s%s", s, (k ? "\n" : ""), c; else printf "%s\n%s", s, c }'
-}
 pu() {
   u=$1; url=$2; lf=$3; bd=$4; ak=${5:-}
   sec "unit $u"; psec "unit $u"
@@ -444,16 +454,26 @@ pu() {
       seen="$seen$f$NL"; [ -z "$f" ] || rd "$f" file
     done
   fi
+  BL=''
+  if [ -n "$bd" ]; then
+    case $bd in "~/"*) bd="$HOME/${bd#\~/}";; esac
+    BL=$(ls -t -- "$bd"/*.json 2>/dev/null)
+  fi
   if [ "$JL" -gt 0 ]; then
     if [ -n "$lf" ]; then
-      src=file; x=$( { tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null; } | jf)
+      src=file
+      x=$( { tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null; } |
+           BD=$bd BL=$BL awk -v jl="$JL" "$jawk")
     else
       if [ -n "$inv" ]; then src=invocation; set -- "_SYSTEMD_INVOCATION_ID=$inv"; else src=unit; set -- -u "$u"; fi
-      x=$(journalctl "$@" -n "$JS" -o cat -a --no-pager 2>/dev/null | jf)
-      if [ "$x" = E ] && [ -n "$S" ]; then x=$($S journalctl "$@" -n "$JS" -o cat -a --no-pager 2>/dev/null | jf); fi
+      x=$(journalctl "$@" -n "$JS" -o cat -a --no-pager 2>/dev/null | BD=$bd BL=$BL awk -v jl="$JL" "$jawk")
+      case $x in E|E"$NL"*)
+        [ -z "$S" ] ||
+          x=$($S journalctl "$@" -n "$JS" -o cat -a --no-pager 2>/dev/null | BD=$bd BL=$BL awk -v jl="$JL" "$jawk");;
+      esac
     fi
-    case $x in E) x=A;; esac
-    a=${x%%"$NL"*}; a=${a#A}
+    bd=''  # its sections came with the journal's
+    a=${x%%"$NL"*}; a=${a#[AE]}
     case $x in *"$NL"*) x=${x#*"$NL"};; *) x='';; esac
     sec "journal src=$src"; [ -z "$x" ] || printf '%s\n' "$x"
     # vLLM's own list of the arguments it got (second source, cross-check). It comes right after the
@@ -501,7 +521,7 @@ pu() {
       t=$(date +%s.%N)
       { curl -s --fail-early --connect-timeout "$HT" --max-time "$HT" -o /dev/null -w '%{http_code} %{exitcode}\n' \
           "$url/health" --next -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code} %{exitcode}\n' \
-          "$url/metrics" 2>/dev/null </dev/null; echo "$?"; } | hm "$t" 1
+          "$url/metrics" 2>/dev/null </dev/null; echo "$?"; } | T=$t awk -v hf=1 -v mf="$MF" "$hmawk"
     else
       # /health, the first /metrics scrape (unless filtered), /version and /v1/models: one curl.
       n=0; g=''
@@ -514,7 +534,7 @@ pu() {
           if [ "$MF" = 1 ]; then
             t=$(date +%s.%N)
             { curl -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code} %{exitcode}\n' "$url/metrics" \
-                2>/dev/null </dev/null; echo "$?"; } | hm "$t" 0
+                2>/dev/null </dev/null; echo "$?"; } | T=$t awk -v hf=0 -v mf="$MF" "$hmawk"
           else hg metrics; fi
           n=$((n+1))
         done;;
@@ -528,16 +548,7 @@ pu() {
     fi
     sec logs; printf '%s' "$j"
   fi
-  if [ -n "$bd" ]; then
-    case $bd in "~/"*) bd="$HOME/${bd#\~/}";; esac
-    sec "bench dir=$bd"
-    # The newest 60 result files, each one's summary values (BR) in one awk.
-    ls -t -- "$bd"/*.json 2>/dev/null | awk 'NR > 60 { exit } {
-      f = $0; re = ENVIRON["BR"]; printf "\n%s benchfile path=%s\n", ENVIRON["M"], f
-      while ((getline s < f) > 0)
-        while (match(s, re)) { print substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH) }
-      close(f) }'
-  fi
+  [ -z "$bd" ] || BD=$bd BL=$BL awk "$bawk"' BEGIN { bench() }'
 }
 """
 _DISCOVER = r"""
