@@ -114,7 +114,8 @@ MB='@@inferbot@@'
 # no byte on the node (a journal line, a file, an HTTP body, a process title) can forge a marker.
 N=''
 read -r N 2>/dev/null </proc/sys/kernel/random/uuid
-[ -n "$N" ] || N=$(od -An -N16 -tx1 /dev/urandom 2>/dev/null | tr -d ' \n')
+N=${N%-*-*}  # 60 random bits are plenty (one guess per answer, no feedback); each marker carries them
+[ -n "$N" ] || N=$(od -An -N8 -tx1 /dev/urandom 2>/dev/null | tr -d ' \n')
 M="$MB$N"
 export M
 # The effective uid from the shell's own status file (no process for `id -u`).
