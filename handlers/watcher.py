@@ -26,9 +26,10 @@ from services.store.records import Follow
 log = logging.getLogger("inferbot.watch")
 
 # One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
-# samples behind charts.
+# samples behind charts. It runs every interval on every node, so it asks only what the watcher reads:
+# the unit's state from systemd, /health and that scrape (one curl), not what settings are made of.
 WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
-                           http_timeout_s=2.0)
+                           http_timeout_s=2.0, settings=False, api_info=False)
 
 
 WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]

@@ -105,3 +105,21 @@ def test_process_count_is_bounded(tmp_path: Path) -> None:
     (d / "cgroup.procs").write_text("".join(f"{p}\n" for p in range(1, 400)))
     unit = run_procs(1, "/system.slice/x.service", tmp_path)
     assert len(unit.procs) <= 64
+
+
+def test_descendants_from_children_files_and_from_every_stat_agree(tree: tuple[int, int, int]) -> None:
+    """/proc/PID/task/*/children (where the kernel has it) and the scan of every /proc/PID/stat (where it
+    does not) give the same rows in the same order."""
+    parent, a, b = tree
+    assert Path(f"/proc/{parent}/task/{parent}/children").exists()
+    script = (f"{_HELPERS}\nPN=64; CB=16384\n"
+              f"awk -v mode=s -v root={parent} -v max=$PN \"$pawk\" /proc/[0-9]*\necho ---\n"
+              f"echo \"$M unit x.service\"; procs {parent} ''\n")
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=20).stdout
+    scanned, _, walked = out.partition("---\n")
+    unit = parse_output(walked).units[0]
+    assert unit.procs_src == "ppid"
+    rows = scanned.splitlines()
+    assert rows[0] == "ppid" and [r.split(" ", 2) for r in rows[1:]] == [[str(p.pid), str(p.ppid), p.comm]
+                                                                        for p in unit.procs]
+    assert {parent, a, b} <= {p.pid for p in unit.procs}

@@ -2,8 +2,17 @@
 
 The script is assembled from fixed text plus values that the config validated (unit names, URLs,
 paths) and integers chosen by handlers, each passed through ``shlex.quote``. No text from a chat
-message ever reaches it. It prints delimited sections; everything variable (files, journal, metrics)
-is base64-encoded so no byte sequence on the node can forge a section marker.
+message ever reaches it.
+
+What it prints (the wire format): sections, each opened by a marker line ``\n@@inferbot@@<N> <name> <k=v…>\n``
+where ``<N>`` is a random value the node reads when the probe starts and never puts on a command line: no
+byte on the node can forge a marker, so contents need no escaping. First come, as they are, the sections
+that are always UTF-8 (the node line, ``systemctl show``, ``nvidia-smi``, the GPU processes' ancestry);
+then one line ``@@inferbot@@ b64 <base64>`` (one ``base64`` process) holding every section whose bytes may be
+anything (files, argv with their NULs, the journal, HTTP bodies); then a plain ``@@inferbot@@ end``. Each
+stream names the unit its sections belong to. A section whose exit status is known only after its content
+streamed is followed by an ``rc <status>`` marker. HTTP bodies fetched by one curl for several URLs are cut
+by the byte counts curl writes after each (``-w``), from the end.
 """
 
 from __future__ import annotations
@@ -49,15 +58,19 @@ DISCOVER_PATTERN = (
 )
 # With ProbeOptions.metrics_filter the node sends only the /metrics lines the watcher samples for charts
 # (token counters, request and KV-cache gauges) and the status code line: a server's histograms are most
-# of the body, and the watcher scrapes every service every interval.
+# of the body, and the watcher scrapes every service every interval. (An awk ERE: no {n}, which mawk
+# before 1.3.4-20200717 reads literally.)
 METRICS_FILTER = (
     r"^(vllm:(prompt_tokens_total|generation_tokens_total|num_requests_running|num_requests_waiting|"
-    r"kv_cache_usage_perc|gpu_cache_usage_perc)[{ ]|[0-9]{3}$)"
+    r"kv_cache_usage_perc|gpu_cache_usage_perc)[{ ]|[0-9][0-9][0-9]$)"
 )
 BENCH_KEYS = (
     "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
     "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
 )
+# The summary values read from each benchmark result file (what ``grep -oE`` printed before; awk's match()).
+BENCH_RE = '"(' + BENCH_KEYS + ')": ?("[^"]*"|[-0-9.eE+]+|null)'
+WRAP = MARK + " b64 "  # the line that carries the base64 of every section
 
 
 class ProbeTarget(Model):
@@ -83,39 +96,76 @@ class ProbeOptions(Model):
     discover: bool = False
     models: bool = False  # ask /v1/models for services whose API key the bot holds
     metrics_filter: bool = False  # only the /metrics lines of METRICS_FILTER (the watcher's samples)
+    # What settings are made of: the unit file (systemctl cat), the files it and the command read, the main
+    # process's argv and environment, the unit's other processes. The watcher needs none of it.
+    settings: bool = True
+    api_info: bool = True  # /version and /v1/models of a server whose /health answered
 
 
 _HELPERS = r"""
 set -u
 export LC_ALL=C SYSTEMD_COLORS=0 SYSTEMD_PAGER= PAGER=cat
-M='@@inferbot@@'
+NL='
+'
 CGR=/sys/fs/cgroup
-if [ "$(id -u)" = 0 ]; then S=''; else S='sudo -n'; fi
-b64() { base64 -w0 2>/dev/null; echo; }
-# Files the login user cannot read (another user's /proc/PID/environ, 0600 env files) go through sudo -n,
-# which never prompts: without a sudoers rule it fails and the bot says it fell back to the unit.
-rd() { if [ -r "$1" ]; then base64 -w0 -- "$1"; else $S base64 -w0 -- "$1"; fi; }
-rdsec() {
-  d=$(rd "$1" 2>/dev/null); r=$?; echo "$M $2 rc=$r path=$1"; echo "$d"
+MB='@@inferbot@@'
+# Every section marker carries a random value read here. It is never on a command line (argv is world-
+# readable in /proc; a process's environment and memory are not; awk reads it from its environment), so
+# no byte on the node (a journal line, a file, an HTTP body, a process title) can forge a marker.
+N=''
+read -r N 2>/dev/null </proc/sys/kernel/random/uuid
+N=${N%-*-*}  # 60 random bits are plenty (one guess per answer, no feedback); each marker carries them
+[ -n "$N" ] || N=$(od -An -N8 -tx1 /dev/urandom 2>/dev/null | tr -d ' \n')
+M="$MB$N"
+export M
+# The effective uid from the shell's own status file (no process for `id -u`).
+U=''
+while read -r k _ e _; do case $k in Uid:) U=$e; break;; esac; done 2>/dev/null </proc/self/status
+[ -n "$U" ] || U=$(id -u)
+if [ "$U" = 0 ]; then S=''; else S='sudo -n'; fi
+# A section marker, on its own line: the writer always ends what came before with a newline of its own.
+# sec: into the base64 (contents that may be any bytes); psec: on fd 3, sent as it is (systemd's and
+# nvidia-smi's own text, numbers: UTF-8 whatever the node holds, a third smaller than in base64).
+sec() { printf '\n%s %s\n' "$M" "$1"; }
+psec() { printf '\n%s %s\n' "$M" "$1" >&3; }
+# A file's bytes as they are. Files the login user cannot read (another user's /proc/PID/environ, 0600 env
+# files) go through sudo -n, which never prompts (without a sudoers rule it fails and the bot says it fell
+# back to the unit), with the base64 command the README's sudoers line names: such a section says b64=1.
+rd() {
+  if [ -r "$1" ]; then sec "$2 path=$1"; cat -- "$1" 2>/dev/null
+  else sec "$2 b64=1 path=$1"; $S base64 -w0 -- "$1" 2>/dev/null; fi
+  sec "rc $?"
 }
-get() { curl -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code}' "$1" 2>/dev/null; }
-jn() { journalctl "$@" -o cat -a --no-pager 2>/dev/null || true; }
-# A user outside systemd-journal sees "-- No entries --" (rc 0) for system units: then try sudo -n.
-jp() {
-  j=$(jn "$@")
-  case $j in ''|'-- No entries --') [ -n "$S" ] && j=$($S journalctl "$@" -o cat -a --no-pager 2>/dev/null) ;; esac
-  case $j in '-- No entries --') j='' ;; esac
-}
-# Of the repetitive lines (shard progress, periodic stats) only the newest few matter; every other marker
-# is kept, in order, so the phase read from the last marker stays right.
-thin() {
-  awk '{ l[NR]=$0; if (index($0, "Completed |")) np++; else if (index($0, "throughput: ")) ns++ }
-       END { p=0; s=0
-             for (i = 1; i <= NR; i++) { x = l[i]
-               if (index(x, "Completed |")) { if (++p > np - 3) print x }
-               else if (index(x, "throughput: ")) { if (++s > ns - 3) print x }
-               else print x } }'
-}
+# The newest 60 benchmark result files of BD (BL: ls -t), each one's summary values (BR): one awk.
+bawk='
+  function bench(   n, f, j, s, re) {
+    printf "\n%s bench dir=%s\n", ENVIRON["M"], ENVIRON["BD"]
+    n = split(ENVIRON["BL"], f, "\n"); re = ENVIRON["BR"]
+    for (j = 1; j <= n && j <= 60; j++) {
+      printf "\n%s benchfile path=%s\n", ENVIRON["M"], f[j]
+      while ((getline s < f[j]) > 0)
+        while (match(s, re)) { print substr(s, RSTART, RLENGTH); s = substr(s, RSTART + RLENGTH) }
+      close(f[j]) } }'
+# The journal lines the parsers read (JF), in one awk: of the repetitive lines (shard progress, periodic
+# stats) only the newest 3, every other marker in order (the phase read from the last marker stays
+# right), then the newest JL. First line out: "A" and vLLM's last "non-default args" line, or "E" when
+# the journal said nothing or only "-- No entries --" (what a user outside systemd-journal sees, rc 0).
+# The benchmark files (BD, BL) ride along when asked: their sections follow. (awk -v jl="$JL" "$jawk")
+jawk=$bawk'
+    $0 != "" { if (++nn == 1 && NR == 1 && $0 == "-- No entries --") ne = 1 }
+    index($0, "non-default args: ") { a = $0 }
+    $0 ~ ENVIRON["JF"] { l[++n] = $0; if (index($0, "Completed |")) np++; else if (index($0, "throughput: ")) ns++ }
+    END { if (nn == 0 || (nn == 1 && ne)) print "E"
+          else {
+            print "A" a; p = 0; s = 0; k = 0
+            for (i = 1; i <= n; i++) { x = l[i]
+              if (index(x, "Completed |")) { if (++p <= np - 3) continue }
+              else if (index(x, "throughput: ")) { if (++s <= ns - 3) continue }
+              o[++k] = x }
+            for (i = (k > jl ? k - jl + 1 : 1); i <= k; i++) print o[i] }
+          if (ENVIRON["BD"] != "") bench() }'
+# vLLM's "non-default args" line among the first AS lines of a start.
+va() { awk -v n="$AS" 'NR > n { exit } index($0, "non-default args: ") { a = $0 } END { if (a != "") print a }'; }
 # "pid ppid comm" from /proc/PID/stat lines (comm may hold spaces and parens: cut at the last ") ").
 statrows() {
   awk '{ i = index($0, " ("); k = 0
@@ -124,151 +174,385 @@ statrows() {
          comm = substr($0, i + 2, k - i - 2); gsub(/[^A-Za-z0-9_.:@+-]/, "_", comm)
          split(substr($0, k + 2), f, " "); print substr($0, 1, i - 1), f[2], comm }'
 }
-# The unit's processes: its cgroup (v2; v1's systemd hierarchy; hybrid's unified one), else the main
-# process's descendants from every /proc/PID/stat. Then their argv in one read: head's "==> FILE <=="
-# headers delimit them (/dev/null first, so there is a header even for one file), base64 on the wire.
+# The first four words of $cl (a command line, one word a line).
+w4() {
+  r=$cl$NL; w1=${r%%"$NL"*}; r=${r#*"$NL"}; w2=${r%%"$NL"*}; r=${r#*"$NL"}; w3=${r%%"$NL"*}; r=${r#*"$NL"}
+  w4=${r%%"$NL"*}
+}
+ispy() {
+  b=${1##*/}; case $b in python*) b=${b#python}; case $b in *[!0-9.]*) return 1;; esac; return 0;; esac; return 1
+}
+# Is $cl vLLM itself (`vllm serve`, its console script, the api_server module)? Then the unit's other
+# processes are its engine and workers, whose argv tells nothing.
+isv() {
+  w4; v=0; py=0
+  case $w1 in vllm|*/vllm) v=1;; esac
+  case $w2 in vllm|*/vllm) v=2;; esac
+  if [ $v = 1 ] && [ "$w2" = serve ]; then return 0; fi
+  if [ $v = 2 ] && [ "$w3" = serve ]; then return 0; fi
+  if ispy "$w1"; then py=1; fi
+  if ispy "$w2"; then py=2; fi
+  if [ $py = 1 ] && [ "$w2" = -m ] && [ "$w3" = vllm.entrypoints.openai.api_server ]; then return 0; fi
+  if [ $py = 2 ] && [ "$w3" = -m ] && [ "$w4" = vllm.entrypoints.openai.api_server ]; then return 0; fi
+  return 1
+}
+# The unit's processes: its cgroup (v2; v1's systemd hierarchy; hybrid's unified one: the first readable,
+# non-empty cgroup.procs, its PN lowest PIDs), else the main process's descendants, breadth first (each
+# one's children in PID text order), up to PN of them. Those are found from /proc/PID/task/*/children
+# (whole levels, until PN are known), or, where the kernel has no such files, from every /proc/PID/stat.
+# One awk turns them into "pid ppid comm" rows (getline: a process gone meanwhile is skipped). Then,
+# unless the main process is vLLM itself, their argv in one read: head's "==> FILE <==" headers delimit
+# them (/dev/null first, so there is a header even for one file). $3: the main command line, when known.
+pawk='
+  function row(s,   i, k, t, comm, f) {
+    i = index(s, " ("); k = 0
+    while ((t = index(substr(s, k + 1), ") ")) > 0) k += t
+    if (i < 2 || k <= i) return ""
+    comm = substr(s, i + 2, k - i - 2); gsub(/[^A-Za-z0-9_.:@+-]/, "_", comm)
+    split(substr(s, k + 2), f, " "); return substr(s, 1, i - 1) " " f[2] " " comm }
+  function stat(x,   f, s, r) {
+    f = "/proc/" x "/stat"; r = ""; if ((getline s < f) > 0) r = row(s); close(f); return r }
+  BEGIN {
+    if (ENVIRON["PSA"] != "") {
+      # The node section "ps" (once, with the first unit): "pid ppid" of each GPU process (nvidia-smi rows
+      # in PSA) and of its ancestors, all that tells its service from a leftover; on the plain stream.
+      o = "/dev/fd/3"; printf "\n%s ps\n", ENVIRON["M"] > o
+      n = split(ENVIRON["PSA"], l, "\n")
+      for (j = 1; j <= n; j++) {
+        x = l[j]; sub(/,.*/, "", x)
+        while (x ~ /^[0-9]+$/ && x + 0 > 0 && !(x in seen) && (r = stat(x)) != "") {
+          seen[x] = 1; split(r, w, " "); print x, w[2] > o; x = w[2] }
+      }
+      close(o)
+    }
+    if (mode == "a") exit
+    if (mode == "c") {
+      cg = ENVIRON["CG"]; c[1] = ENVIRON["CR"] cg "/cgroup.procs"; c[2] = ENVIRON["CR"] "/systemd" cg "/cgroup.procs"
+      c[3] = ENVIRON["CR"] "/unified" cg "/cgroup.procs"
+      for (j = 1; j <= 3; j++) {
+        k = 0
+        while ((getline x < c[j]) > 0) {
+          if (x !~ /^[0-9]+$/) continue
+          v = x + 0
+          if (k < max || v < a[k]) {
+            if (k < max) k++
+            i = k; while (i > 1 && a[i - 1] > v) { a[i] = a[i - 1]; i-- } a[i] = v }
+        }
+        close(c[j])
+        if (k > 0) { print c[j]; for (i = 1; i <= k; i++) if ((r = stat(a[i])) != "") print r; exit }
+      }
+      exit
+    }
+    print "ppid"
+    if (mode == "k") {
+      m = split(ENVIRON["E"], L, "\n")
+      for (j = 1; j <= m; j++) if (split(L[j], w, " ") == 2) kids[w[1]] = kids[w[1]] " " w[2]
+      for (x in kids) {
+        m = split(kids[x], ch, " ")
+        for (i = 2; i <= m; i++) {
+          v = ch[i]; j = i; while (j > 1 && (ch[j - 1] "") > (v "")) { ch[j] = ch[j - 1]; j-- } ch[j] = v }
+        kids[x] = ""; for (i = 1; i <= m; i++) kids[x] = kids[x] " " ch[i]
+      }
+    } else {
+      # The parent of every process (after the last ") " of its stat line: state, ppid).
+      for (j = 1; j < ARGC; j++) {
+        f = ARGV[j] "/stat"
+        if ((getline s < f) > 0 && match(s, /.*\) /) && (i = index(s, " (")) > 1) {
+          split(substr(s, RLENGTH + 1, 40), w, " "); x = substr(s, 1, i - 1); st[x] = s; kids[w[2]] = kids[w[2]] " " x }
+        close(f)
+      }
+    }
+    q[1] = root; h = 1; t = 1; n = 0
+    while (h <= t && n < max) {
+      x = q[h++]
+      if (mode == "k") r = stat(x); else r = (x in st) ? row(st[x]) : ""
+      if (r != "") { print r; n++ }
+      m = split(kids[x], ch, " "); for (i = 1; i <= m; i++) q[++t] = ch[i] }
+    exit }'
 procs() {
-  p=$1; cg=$2; psrc=''; l=''; sv=''
+  p=$1; cg=$2; srv=''; rows=''
+  if [ $# -ge 3 ]; then cl=$3; else cl=$(tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null); fi
   case $cg in /*..*|'') cg='';; /*) ;; *) cg='';; esac
-  if [ -n "$cg" ]; then
-    for f in "$CGR$cg/cgroup.procs" "$CGR/systemd$cg/cgroup.procs" "$CGR/unified$cg/cgroup.procs"; do
-      [ -r "$f" ] || continue
-      l=$(sort -n -- "$f" 2>/dev/null | head -n "$PN")
-      if [ -n "$l" ]; then psrc=$f; break; fi
+  if [ -n "$cg" ] && { [ -r "$CGR$cg/cgroup.procs" ] || [ -r "$CGR/systemd$cg/cgroup.procs" ] ||
+                       [ -r "$CGR/unified$cg/cgroup.procs" ]; }; then
+    rows=$(PSA=${PSA-} CG=$cg CR=$CGR awk -v mode=c -v max="$PN" "$pawk"); PSA=''
+  fi
+  if [ -z "$rows" ] && [ -r "/proc/$p/task/$p/children" ]; then
+    ed=''; q=$p; nd=0
+    while [ -n "$q" ] && [ "$nd" -lt "$PN" ]; do
+      nq=''
+      for x in $q; do
+        for f in /proc/"$x"/task/*/children; do
+          c=''; read -r c 2>/dev/null <"$f"
+          for y in $c; do ed="$ed$x $y$NL"; nq="$nq $y"; nd=$((nd + 1)); done
+        done
+      done
+      q=$nq
     done
+    rows=$(PSA=${PSA-} E=$ed awk -v mode=k -v root="$p" -v max="$PN" "$pawk"); PSA=''
+  elif [ -z "$rows" ]; then
+    rows=$(PSA=${PSA-} awk -v mode=s -v root="$p" -v max="$PN" "$pawk" /proc/[0-9]*); PSA=''
   fi
-  if [ -n "$psrc" ]; then
-    set --; for q in $l; do case $q in *[!0-9]*) ;; *) set -- "$@" "/proc/$q/stat";; esac; done
-    rows=$(cat -- "$@" 2>/dev/null | statrows)
-  else
-    psrc=ppid
-    # statrows and the walk in one awk: the stat lines' "pid (comm) S ppid" is read here directly.
-    rows=$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$p" -v max="$PN" '
-      { i = index($0, " ("); k = 0
-        while ((t = index(substr($0, k + 1), ") ")) > 0) k += t
-        if (i < 2 || k <= i) next
-        comm = substr($0, i + 2, k - i - 2); gsub(/[^A-Za-z0-9_.:@+-]/, "_", comm)
-        split(substr($0, k + 2), f, " "); pid = substr($0, 1, i - 1)
-        line[pid] = pid " " f[2] " " comm; kids[f[2]] = kids[f[2]] " " pid }
-      END { q[1] = root; h = 1; t = 1; c = 0
-            while (h <= t && c < max) { x = q[h++]; if (x in line) { print line[x]; c++ }
-              k = split(kids[x], ch, " "); for (i = 1; i <= k; i++) q[++t] = ch[i] } }')
-  fi
-  echo "$M procs src=$psrc"; printf '%s\n' "$rows"
-  # The main process is vLLM itself (`vllm serve`, its console script, the api_server module): the
-  # others are its engine and workers, whose argv tells nothing; skip reading them.
-  d=$(tr '\0' '\n' < "/proc/$p/cmdline" 2>/dev/null | awk '
-    NR <= 2 && $0 ~ /(^|\/)vllm$/ { v = NR } NR == v + 1 && v && $0 == "serve" { print 1; exit }
-    NR <= 2 && $0 ~ /(^|\/)python[0-9.]*$/ { py = NR } py && NR == py + 1 && $0 == "-m" { m = NR }
-    m && NR == m + 1 && $0 == "vllm.entrypoints.openai.api_server" { print 1; exit } NR > 4 { exit }')
-  [ -z "$d" ] || return 0
-  set --
-  while read -r q _; do [ -z "$q" ] || [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"; done <<EOF_ROWS
-$rows
-EOF_ROWS
+  psrc=${rows%%"$NL"*}
+  case $rows in *"$NL"*) rows=${rows#*"$NL"};; *) rows='';; esac
+  sec "procs src=$psrc"; printf '%s\n' "$rows"
+  isv && return 0
+  set --; r=$rows$NL
+  while [ -n "$r" ]; do
+    q=${r%%"$NL"*}; r=${r#*"$NL"}; q=${q%% *}
+    [ -z "$q" ] || [ "$q" = "$p" ] || set -- "$@" "/proc/$q/cmdline"
+  done
   [ $# -gt 0 ] || return 0
-  echo "$M argvs"; head -c "$CB" -- /dev/null "$@" 2>/dev/null | b64
+  sec argvs; head -c "$CB" -- /dev/null "$@" 2>/dev/null
   # The environment of the first other process that looks like a server (a wrapper that forks, such as
   # sudo, may have handed its child a different one).
   sv=$(head -c "$CB" -- /dev/null "$@" 2>/dev/null | tr '\0' ' ' | awk '
     /^==> \/proc\/[0-9]+\/cmdline <==$/ { split($2, a, "/"); cur = a[3]; next }
     cur != "" && !/^VLLM::/ && (/ serve / || /vllm\.entrypoints/) { print cur; exit }')
-  [ -n "$sv" ] && rdsec "/proc/$sv/environ" cenviron
+  [ -n "$sv" ] && rd "/proc/$sv/environ" cenviron
   srv=$sv
   return 0
 }
-argpaths() { awk 'p=="--config"||p=="--env-file"{print} /^--env-file=/{sub(/^--env-file=/,"");print} {p=$0}'; }
-derive_url() {
-  tr '\0' '\n' < "/proc/$1/cmdline" 2>/dev/null | awk -v lp="${2:-}" '
-    p=="--port"{port=$0} /^--port=/{sub(/^--port=/,""); port=$0}
-    p=="--host"{host=$0} /^--host=/{sub(/^--host=/,""); host=$0}
-    p=="-p"||p=="--publish"{n=split($0,a,":"); if(n>=2){pub[a[n]]=a[n-1]}}
-    {p=$0}
-    END{ if(port=="")port=lp; if(port=="")port="8000"; if(port in pub)port=pub[port];
-         if(host==""||host=="0.0.0.0"||host=="::"||host=="[::]")host="127.0.0.1";
-         print "http://" host ":" port }'
+# ap WORD: the --config/--env-file arguments of a command, a word at a time ($pw: the previous word).
+ap() {
+  w=$1
+  case $pw in --config|--env-file) af="$af$w$NL";; esac
+  case $w in --env-file=*) w=${w#--env-file=}; af="$af$w$NL";; esac
+  pw=$w
 }
+# du CMD [PORT]: the URL a vLLM command line (one word a line) listens on: --port/--host, docker's -p,
+# else the port vLLM logged, else 8000; 0.0.0.0 and :: are reached on 127.0.0.1.
+du() {
+  port='' host='' pub=$NL pw='' r=$1$NL
+  while [ -n "$r" ]; do
+    w=${r%%"$NL"*}; r=${r#*"$NL"}
+    case $pw in --port) port=$w;; esac
+    case $w in --port=*) w=${w#--port=}; port=$w;; esac
+    case $pw in --host) host=$w;; esac
+    case $w in --host=*) w=${w#--host=}; host=$w;; esac
+    case $pw in -p|--publish) case $w in *:*) x=${w%:*}; pub="$NL${w##*:}=${x##*:}$pub";; esac;; esac
+    pw=$w
+  done
+  [ -n "$port" ] || port=${2-}
+  [ -n "$port" ] || port=8000
+  case $pub in *"$NL$port="*) x=${pub#*"$NL$port="}; port=${x%%"$NL"*};; esac
+  case $host in ''|0.0.0.0|::|'[::]') host=127.0.0.1;; esac
+  url="http://$host:$port"
+}
+# HTTP from the node, several URLs in one curl (--next). Each transfer's -w line ends its body:
+# "CODE RC SIZE URL" (RC: curl's exit code for that transfer, empty before curl 7.75; SIZE: the body's
+# bytes, so the parser cuts the bodies from the end and no body can pass for another or for a -w line).
+# The API key, when held, reaches curl on stdin (-H @-) for /v1/models only: it is in no argv.
+# ca NAME...: curl's arguments for NAME... ("metrics", "version", "models"), appended to "$@" by the caller.
+hw='\n%{http_code} %{exitcode} %{size_download} %{url_effective}\n'
+# hg NAME...: one curl for NAME..., each transfer on its own (as separate curls were): an "http" section.
+hg() {
+  nm=$*; k=0; [ -n "$ak" ] && k=1; t=''
+  case " $nm " in *' metrics '*) t=$(date +%s.%N);; esac
+  set --
+  for tn in $nm; do
+    [ $# -eq 0 ] || set -- "$@" --next
+    set -- "$@" -s --connect-timeout "$HT" --max-time "$HT" -w "$hw"
+    case $tn in
+      metrics) set -- "$@" "$url/metrics";;
+      version) set -- "$@" "$url/version";;
+      models) if [ $k = 1 ]; then set -- "$@" -H @-; fi; set -- "$@" "$url/v1/models";;
+    esac
+  done
+  sec "http t=$t key=$k get=$nm"
+  if [ $k = 1 ]; then printf 'Authorization: Bearer %s\n' "$ak" | curl "$@" 2>/dev/null
+  else curl "$@" 2>/dev/null </dev/null; fi
+  sec "rc $?"
+}
+# hc NAME...: /health, and NAME... in the same curl: they count only when /health said 2xx or 5xx (as
+# asking them only then did), and --fail-early ends the curl at a /health without answer. A transfer
+# that fail-early skipped (one before it got no answer) is asked again (hg), as it was before. Sets $h.
+hc() {
+  nm=$*; k=0; [ -n "$ak" ] && k=1; t=''
+  case " $nm " in *' metrics '*) t=$(date +%s.%N);; esac
+  set -- -s --fail-early --connect-timeout "$HT" --max-time "$HT" -o /dev/null -w '%{http_code} %{exitcode}\n' \
+    "$url/health"
+  for tn in $nm; do
+    set -- "$@" --next -s --connect-timeout "$HT" --max-time "$HT" -w "$hw"
+    case $tn in
+      metrics) set -- "$@" "$url/metrics";;
+      version) set -- "$@" "$url/version";;
+      models) if [ $k = 1 ]; then set -- "$@" -H @-; fi; set -- "$@" "$url/v1/models";;
+    esac
+  done
+  if [ $k = 1 ]; then o=$(printf 'Authorization: Bearer %s\n' "$ak" | curl "$@" 2>/dev/null)
+  else o=$(curl "$@" 2>/dev/null </dev/null); fi
+  r=$?
+  x=${o%%"$NL"*}; h=${x%% *}; x=${x#"$h"}; x=${x# }
+  if [ -z "$x" ]; then if [ -n "$h" ] && [ "$h" != 000 ]; then x=0; else x=$r; fi; fi
+  sec "health rc=$x code=$h"
+  case $h in 2*|5*) ;; *) return 0;; esac
+  [ -n "$nm" ] || return 0
+  case $o in *"$NL"*) o=${o#*"$NL"}$NL;; *) o='';; esac
+  sec "http t=$t key=$k get=$nm"; printf '%s' "$o"; sec "rc $r"
+  [ "$r" = 0 ] && return 0
+  # The last -w line names the transfer that failed; the ones after it were skipped.
+  x=${o%"$NL"}; x=${x##*"$NL"}; y=''; z=0
+  for tn in $nm; do
+    [ $z = 0 ] || y="$y $tn"
+    case $tn:$x in metrics:*" $url/metrics"|version:*" $url/version"|models:*" $url/v1/models") z=1;; esac
+  done
+  [ $z = 0 ] || [ -z "$y" ] || hg $y
+  return 0
+}
+# The /metrics sections made by awk from curl's output (+ curl's exit status on the last line), run as
+# T=TIME awk -v hf=H -v mf=MF "$hmawk": with H=1 the first line is /health's (body to /dev/null) and
+# /metrics counts only when /health said 2xx or 5xx; with MF=1 only the lines of MFR (the watcher's chart
+# samples) and the status line are kept.
+hmawk='{ l[NR] = $0 } END {
+    x = l[NR]; i = 1; re = ENVIRON["MFR"]
+    if (hf) {
+      c = ""; r = x
+      if (NR >= 2) { n = split(l[1], f, " "); c = f[1]; r = (n >= 2) ? f[2] : (c != "000" ? 0 : x) }
+      printf "\n%s health rc=%s code=%s\n", ENVIRON["M"], r, c
+      if (c !~ /^[25]/) exit
+      i = 2
+    }
+    if (NR < i + 2) exit
+    n = split(l[NR - 1], f, " "); c = f[1]; r = (n >= 2) ? f[2] : x
+    printf "\n%s metrics rc=%s t=%s\n", ENVIRON["M"], r, ENVIRON["T"]
+    s = ""; k = 0
+    for (j = i; j <= NR - 2; j++) if (!mf || l[j] ~ re) s = s (k++ ? "\n" : "") l[j]
+    if (mf) printf "%s%s%s", s, (k ? "\n" : ""), c; else printf "%s\n%s", s, c }'
 pu() {
   u=$1; url=$2; lf=$3; bd=$4; ak=${5:-}
-  echo "$M unit $u"
-  sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; echo "$M show rc=$r"; printf '%s\n' "$sh_"
-  c=$(systemctl cat -- "$u" 2>&1); r=$?; echo "$M cat rc=$r"; printf '%s' "$c" | b64
-  pid=$(printf '%s\n' "$sh_" | sed -n 's/^MainPID=//p'); inv=$(printf '%s\n' "$sh_" | sed -n 's/^InvocationID=//p')
-  { printf '%s\n' "$sh_" | sed -n 's/^EnvironmentFiles=\(.*\) (ignore_errors=.*)$/\1/p'
-    printf '%s\n' "$sh_" | sed -n 's/^ExecStart={ path=[^;]* ; argv\[\]=\(.*\) ; ignore_errors=.*$/\1/p' |
-      tr ' ' '\n' | argpaths
-    if [ -n "$pid" ] && [ "$pid" != 0 ]; then tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null | argpaths; fi
-  } | sort -u | while IFS= read -r f; do [ -n "$f" ] && rdsec "$f" file; done
-  a=''
+  sec "unit $u"; psec "unit $u"
+  sh_=$(systemctl show -p "$PROPS" -- "$u" 2>&1); r=$?; psec "show rc=$r"; printf '%s\n' "$sh_" >&3
+  # systemctl show's lines, read once by the shell (from the variable: `read` would take a byte per
+  # system call): MainPID, InvocationID, ControlGroup, and the files the unit reads (EnvironmentFiles=,
+  # ExecStart='s --config/--env-file).
+  pid='' inv='' cg='' af='' pw='' a='' cl='' r=$sh_$NL
+  while [ -n "$r" ]; do
+    l=${r%%"$NL"*}; r=${r#*"$NL"}
+    case $l in
+      MainPID=*) pid=${l#MainPID=};;
+      InvocationID=*) inv=${l#InvocationID=};;
+      ControlGroup=*) cg=${l#ControlGroup=};;
+      EnvironmentFiles=*' (ignore_errors='*')') x=${l#EnvironmentFiles=}; af="$af${x%" (ignore_errors="*}$NL";;
+      'ExecStart={ path='*' ; argv[]='*' ; ignore_errors='*)
+        x=${l#'ExecStart={ path='}
+        case ${x%%' ; argv[]='*} in *';'*) continue;; esac
+        x=${x#*' ; argv[]='}; x=${x% ; ignore_errors=*}' '
+        while [ -n "$x" ]; do ap "${x%% *}"; x=${x#* }; done;;
+    esac
+  done
+  live=0; [ -n "$pid" ] && [ "$pid" != 0 ] && live=1
+  if [ $live = 1 ] && { [ "$ST" = 1 ] || [ -z "$url" ]; }; then
+    cl=$(tr '\0' '\n' < "/proc/$pid/cmdline" 2>/dev/null)
+  fi
+  if [ "$ST" = 1 ]; then
+    sec cat; systemctl cat -- "$u" 2>&1; sec "rc $?"
+    if [ $live = 1 ]; then pw=''; r=$cl$NL; while [ -n "$r" ]; do ap "${r%%"$NL"*}"; r=${r#*"$NL"}; done; fi
+    seen=$NL
+    while [ -n "$af" ]; do
+      f=${af%%"$NL"*}; af=${af#*"$NL"}
+      case $seen in *"$NL$f$NL"*) continue;; esac
+      seen="$seen$f$NL"; [ -z "$f" ] || rd "$f" file
+    done
+  fi
+  BL=''
+  if [ -n "$bd" ]; then
+    case $bd in "~/"*) bd="$HOME/${bd#\~/}";; esac
+    BL=$(ls -t -- "$bd"/*.json 2>/dev/null)
+  fi
   if [ "$JL" -gt 0 ]; then
-    if [ -n "$lf" ]; then j=$(tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null); src=file
-    elif [ -n "$inv" ]; then jp "_SYSTEMD_INVOCATION_ID=$inv" -n "$JS"; src=invocation
-    else jp -u "$u" -n "$JS"; src=unit; fi
-    echo "$M journal src=$src"; printf '%s\n' "$j" | grep -E -- "$JF" | thin | tail -n "$JL" | b64
+    if [ -n "$lf" ]; then
+      src=file
+      x=$( { tail -n "$JS" -- "$lf" 2>/dev/null || $S tail -n "$JS" -- "$lf" 2>/dev/null; } |
+           BD=$bd BL=$BL awk -v jl="$JL" "$jawk")
+    else
+      if [ -n "$inv" ]; then src=invocation; set -- "_SYSTEMD_INVOCATION_ID=$inv"; else src=unit; set -- -u "$u"; fi
+      x=$(journalctl "$@" -n "$JS" -o cat -a --no-pager 2>/dev/null | BD=$bd BL=$BL awk -v jl="$JL" "$jawk")
+      case $x in E|E"$NL"*)
+        [ -z "$S" ] ||
+          x=$($S journalctl "$@" -n "$JS" -o cat -a --no-pager 2>/dev/null | BD=$bd BL=$BL awk -v jl="$JL" "$jawk");;
+      esac
+    fi
+    bd=''  # its sections came with the journal's
+    a=${x%%"$NL"*}; a=${a#[AE]}
+    case $x in *"$NL"*) x=${x#*"$NL"};; *) x='';; esac
+    sec "journal src=$src"; [ -z "$x" ] || printf '%s\n' "$x"
     # vLLM's own list of the arguments it got (second source, cross-check). It comes right after the
     # banner: when the scanned tail of a long-running start lacks it, read the start's first lines.
-    a=$(printf '%s\n' "$j" | grep -a -e 'non-default args: ' | tail -n 1)
     if [ -z "$a" ] && [ -z "$lf" ] && [ -n "$inv" ]; then
-      a=$(jn "_SYSTEMD_INVOCATION_ID=$inv" | head -n "$AS" | grep -a -e 'non-default args: ' | tail -n 1)
+      a=$(journalctl "_SYSTEMD_INVOCATION_ID=$inv" -o cat -a --no-pager 2>/dev/null | va)
       if [ -z "$a" ] && [ -n "$S" ]; then
-        a=$($S journalctl "_SYSTEMD_INVOCATION_ID=$inv" -o cat -a --no-pager 2>/dev/null | head -n "$AS" |
-            grep -a -e 'non-default args: ' | tail -n 1)
+        a=$($S journalctl "_SYSTEMD_INVOCATION_ID=$inv" -o cat -a --no-pager 2>/dev/null | va)
       fi
     fi
-    echo "$M vargs"; printf '%s' "$a" | b64
+    sec vargs; printf '%s' "$a"
   fi
-  if [ -n "$pid" ] && [ "$pid" != 0 ]; then
-    rdsec "/proc/$pid/cmdline" cmdline
-    rdsec "/proc/$pid/environ" environ
-    srv=''; procs "$pid" "$(printf '%s\n' "$sh_" | sed -n 's/^ControlGroup=//p')"
+  if [ $live = 1 ]; then
+    srv=''
+    if [ "$ST" = 1 ]; then
+      rd "/proc/$pid/cmdline" cmdline
+      rd "/proc/$pid/environ" environ
+    fi
     if [ -z "$url" ]; then
       # The port is on the server's command line: the main process's, a child's when the main one is a
       # wrapper, else the one vLLM logged.
-      up=$pid
-      if [ -n "$srv" ] && ! tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -e ' serve ' -e 'vllm\.entrypoints'
-      then up=$srv; fi
-      url=$(derive_url "$up" "$(printf '%s' "$a" | sed -n "s/.*'port': \([0-9][0-9]*\).*/\1/p")")
+      js=''; r=$cl$NL; while [ -n "$r" ]; do js="$js${r%%"$NL"*} "; r=${r#*"$NL"}; done
+      case $js in *' serve '*|*vllm.entrypoints*) ;; *) [ "$ST" = 1 ] || procs "$pid" "$cg" "$cl";; esac
+    fi
+    [ "$ST" = 1 ] && procs "$pid" "$cg" "$cl"
+    if [ -z "$url" ]; then
+      case $js in
+        *' serve '*|*vllm.entrypoints*) ;;
+        *) [ -z "$srv" ] || cl=$(tr '\0' '\n' < "/proc/$srv/cmdline" 2>/dev/null);;
+      esac
+      lp=''; x=$a
+      while :; do
+        case $x in *"'port': "[0-9]*) ;; *) break;; esac
+        y=${x##*"'port': "}; lp=${y%%[!0-9]*}
+        [ -n "$lp" ] && break
+        x=${x%"'port': "*}
+      done
+      du "$cl" "$lp"
     fi
   fi
   if [ -n "$url" ]; then
-    echo "$M url $url"
-    h=$(curl -s -o /dev/null -w '%{http_code}' --connect-timeout "$HT" --max-time "$HT" "$url/health" 2>/dev/null)
-    echo "$M health rc=$? code=$h"
-    case $h in 2*|5*)
-      v=$(get "$url/version"); echo "$M version rc=$?"; printf '%s' "$v" | b64
-      if [ -n "$ak" ]; then
-        # printf is a shell builtin and curl reads the header from stdin: the key is in no argv.
-        m=$(printf 'Authorization: Bearer %s\n' "$ak" | curl -s --connect-timeout "$HT" --max-time "$HT" \
-            -H @- -w '\n%{http_code}' "$url/v1/models" 2>/dev/null); r=$?
-        echo "$M models rc=$r key=1"; printf '%s' "$m" | b64
-      else
-        # Asked without a key too: the model vLLM loaded and its max_model_len are a second source.
-        m=$(get "$url/v1/models"); r=$?; echo "$M models rc=$r key=0"; printf '%s' "$m" | b64
-      fi
-      n=0; while [ "$n" -lt "$MS" ]; do
-        [ "$n" -gt 0 ] && sleep "$MI"
-        t=$(date +%s.%N); m=$(get "$url/metrics"); r=$?
-        if [ "$MF" = 1 ]; then m=$(printf '%s\n' "$m" | grep -E -- "$MFR"); fi
-        echo "$M metrics rc=$r t=$t"; printf '%s' "$m" | b64
-        n=$((n+1))
-      done;;
-    esac
+    sec "url $url"
+    if [ "$MS" = 1 ] && [ "$VM" = 0 ]; then
+      # /health and the one /metrics scrape in one curl: --fail-early ends it at a /health without answer.
+      t=$(date +%s.%N)
+      { curl -s --fail-early --connect-timeout "$HT" --max-time "$HT" -o /dev/null -w '%{http_code} %{exitcode}\n' \
+          "$url/health" --next -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code} %{exitcode}\n' \
+          "$url/metrics" 2>/dev/null </dev/null; echo "$?"; } | T=$t awk -v hf=1 -v mf="$MF" "$hmawk"
+    else
+      # /health, the first /metrics scrape (unless filtered), /version and /v1/models: one curl.
+      n=0; g=''
+      if [ "$MS" -gt 0 ] && [ "$MF" = 0 ]; then g=metrics; n=1; fi
+      [ "$VM" = 1 ] && g="$g version models"
+      hc $g
+      case $h in 2*|5*)
+        while [ "$n" -lt "$MS" ]; do
+          [ "$n" -gt 0 ] && sleep "$MI"
+          if [ "$MF" = 1 ]; then
+            t=$(date +%s.%N)
+            { curl -s --connect-timeout "$HT" --max-time "$HT" -w '\n%{http_code} %{exitcode}\n' "$url/metrics" \
+                2>/dev/null </dev/null; echo "$?"; } | T=$t awk -v hf=0 -v mf="$MF" "$hmawk"
+          else hg metrics; fi
+          n=$((n+1))
+        done;;
+      esac
+    fi
   fi
   if [ "$LL" -gt 0 ]; then
     if [ -n "$lf" ]; then j=$(tail -n "$LL" -- "$lf" 2>/dev/null || $S tail -n "$LL" -- "$lf" 2>/dev/null)
     else j=$(journalctl -u "$u" -o short-iso -a --no-pager -n "$LL" 2>/dev/null)
       if [ -z "$j" ] && [ -n "$S" ]; then j=$($S journalctl -u "$u" -o short-iso -a --no-pager -n "$LL" 2>/dev/null); fi
     fi
-    echo "$M logs"; printf '%s' "$j" | b64
+    sec logs; printf '%s' "$j"
   fi
-  if [ -n "$bd" ]; then
-    case $bd in "~/"*) bd="$HOME/${bd#\~/}";; esac
-    echo "$M bench dir=$bd"
-    ls -t -- "$bd"/*.json 2>/dev/null | head -n 60 | while IFS= read -r f; do
-      echo "$M benchfile path=$f"; grep -oE "\"($BK)\": ?(\"[^\"]*\"|[-0-9.eE+]+|null)" -- "$f" 2>/dev/null
-    done
-  fi
+  [ -z "$bd" ] || BD=$bd BL=$BL awk "$bawk"' BEGIN { bench() }'
 }
+"""
+_DISCOVER = r"""
 discover() {
   us=$( { systemctl list-units --type=service --all --plain --no-legend --no-pager 2>/dev/null | awk '{print $1}'
           systemctl list-unit-files --type=service --no-legend --no-pager 2>/dev/null | awk '{print $1}'; } |
@@ -277,7 +561,7 @@ discover() {
   # Running vLLM processes, whatever launched them: vLLM's name, the VLLM:: titles it gives its engine
   # and workers, or a serve subcommand with vLLM-only flags. The pattern travels in the environment, not
   # in argv, and this probe's own processes (their text holds the marker) are left out.
-  hp=$(head -c 4096 -- /dev/null /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | DP="$DPAT" MK="$M" awk '
+  hp=$(head -c 4096 -- /dev/null /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | DP="$DPAT" MK="$MB" awk '
     /^==> \/proc\/[0-9]+\/cmdline <==$/ { split($2, a, "/"); cur = a[3]; next }
     cur == "" { next }
     index($0, ENVIRON["MK"]) { no[cur] = 1 }
@@ -319,6 +603,21 @@ def _q(value: str) -> str:
     return shlex.quote(value)
 
 
+def _minify(script: str) -> str:
+    """The script as sent: no comment lines, no indentation, no blank lines (a third of its bytes).
+
+    Safe for this text: no line of it (nor of its awk programs) starts with ``#`` unless it is a comment,
+    no quoted string spans a blank or an indented line whose spaces matter, and a backslash-continued
+    line keeps the space before its backslash.
+    """
+    out = (line.lstrip() for line in script.split("\n"))
+    return "\n".join(line for line in out if line and not line.startswith("#"))
+
+
+_SENT_HELPERS = _minify(_HELPERS)
+_SENT_DISCOVER = _minify(_DISCOVER)
+
+
 def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
     """The remote script for ``targets`` (or unit discovery when ``options.discover``)."""
     for t in targets:
@@ -331,44 +630,57 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
             if p and not PATH_RE.match(p):
                 raise ValueError(f"refusing path {p!r}")
     lines = [
-        _HELPERS,
-        f"PROPS={_q(SHOW_PROPERTIES)}; BK={_q(BENCH_KEYS)}",
+        _SENT_HELPERS,
+        _SENT_DISCOVER if options.discover else "",
+        f"PROPS={_q(SHOW_PROPERTIES)}",
         f"HT={options.http_timeout_s:g}; MS={options.metrics_samples}; MI={options.metrics_interval_s:g}",
         f"JL={options.journal_lines}; LL={options.log_lines}; JS={max(JOURNAL_SCAN, options.journal_lines)}",
         f"PN={MAX_PROCS}; CB={MAX_ARGV_BYTES}; AS={ARGS_SCAN}",
-        f"JF={_q(JOURNAL_FILTER)}; DPAT={_q(DISCOVER_PATTERN)}",
-        f"MF={int(options.metrics_filter)}; MFR={_q(METRICS_FILTER)}",
-        "main() {",
-        'echo "$M node now=$(date +%s) tz=$(date +%z) uid=$(id -u) host=$(hostname 2>/dev/null)"',
+        f"ST={int(options.settings)}; VM={int(options.api_info)}; MF={int(options.metrics_filter)}",
+        # awk reads the patterns from its environment (-v would process backslashes).
+        f"JF={_q(JOURNAL_FILTER)}; MFR={_q(METRICS_FILTER)}; BR={_q(BENCH_RE)}; export JF MFR BR",
+    ]
+    if options.discover:
+        lines.append(f"DPAT={_q(DISCOVER_PATTERN)}")
+    lines.append("main() {")
+    for i, t in enumerate(targets):
+        if t.models:
+            # One line of stdin per such target (see stdin_for), read before anything else can touch stdin:
+            # into a shell variable, never into an argv.
+            lines.append(f"IFS= read -r AK{i} || AK{i}=''")
+    lines += [
+        "set -- $(date '+%s %z')",
+        'psec "node now=${1-} tz=${2-} uid=$U host=$(hostname 2>/dev/null)"',
     ]
     if options.gpus:
         lines += [
             "g=$(nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total,utilization.gpu,"
             "temperature.gpu,power.draw --format=csv,noheader,nounits 2>&1); r=$?",
-            'echo "$M gpus rc=$r"; printf \'%s\\n\' "$g"',
+            'psec "gpus rc=$r"; printf \'%s\\n\' "$g" >&3',
             "a=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory,gpu_uuid "
             "--format=csv,noheader,nounits 2>&1); r=$?",
-            'echo "$M gpu-apps rc=$r"; printf \'%s\\n\' "$a"',
-            # The process tree tells a running service's GPU workers from leftovers of a crash.
-            'echo "$M ps"; ps -eo pid=,ppid= 2>/dev/null',
+            'psec "gpu-apps rc=$r"; printf \'%s\\n\' "$a" >&3',
+            # The process tree tells a running service's GPU workers from leftovers of a crash: the ancestry
+            # of the GPU processes, read by the first unit's process awk (or at the end: procs, pawk).
+            "PSA=$a",
         ]
     for i, t in enumerate(targets):
         bench = (t.bench_dir or "") if options.bench else ""
-        key = ""
-        if t.models:
-            # One line of stdin per such target (see stdin_for): read into a shell variable, no argv.
-            lines.append(f"IFS= read -r AK{i} || AK{i}=''")
-            key = f' "$AK{i}"'
+        key = f' "$AK{i}"' if t.models else ""
         lines.append(f"pu {_q(t.unit)} {_q(t.api_url or '')} {_q(t.log_file or '')} {_q(bench)}{key}")
     if options.discover:
         lines += [
-            'found=$(discover); echo "$M discovered $(echo $found)"',
+            'found=$(discover); sec "discovered $(echo $found)"',
             'for u in $found; do pu "$u" "" "" ""; done',
         ]
-    lines.append('echo "$M end"')
-    # Written at once: each small write would otherwise travel as its own SSH packet, and the bot's
-    # per-packet cost (decrypt, parse, in Python) was most of its CPU per question.
-    lines += ["}", 'o=$(main); printf \'%s\\n\' "$o"']
+    if options.gpus:
+        lines.append('[ -z "$PSA" ] || PSA=$PSA awk -v mode=a "$pawk"')
+    lines.append("sec end")
+    # One base64 for everything (raw sections inside, see the module's docstring), written at once (one
+    # write): each small write would otherwise travel as its own SSH packet, and the bot's per-packet cost
+    # (decrypt, parse, in Python) was most of its CPU per question. The last line, plain, says it finished.
+    lines += ["}", 'o=$( { b=$(main 3>&4 | base64 -w0); printf \'%s b64 %s\\n%s end\' "$MB" "$b" "$MB"; } 4>&1 )',
+              "printf '%s' \"$o$NL\""]
     return "\n".join(lines) + "\n"
 
 
@@ -384,8 +696,9 @@ def stdin_for(targets: list[ProbeTarget], keys: list[str | None]) -> str | None:
 
 
 def remote_command(script: str) -> str:
-    """The command line sent over SSH: the script run by ``sh`` whatever the login shell is."""
-    return "sh -c " + shlex.quote(script)
+    """The command line sent over SSH: the script run by ``sh`` whatever the login shell is (``exec``: the
+    login shell does not stay around as a second process)."""
+    return "exec sh -c " + shlex.quote(script)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,113 +799,187 @@ def _http(url: str, rc: int, body_and_code: str) -> HttpProbe:
     return HttpProbe(url=url, status=status, curl_exit=rc, body=body)
 
 
+def _txt(data: bytes) -> str:
+    """A section captured by ``$(...)`` on the node before: decoded, trailing newlines dropped."""
+    return data.decode("utf-8", "replace").rstrip("\n")
+
+
+def _streams(stdout: str) -> list[bytes]:
+    """The sections' bytes: what came plain, then the base64 line decoded (a script run piecewise, as tests
+    do, has no base64 line: all of it is plain)."""
+    text = stdout if stdout.startswith("\n") else "\n" + stdout  # every marker then follows a newline
+    at = text.rfind("\n" + WRAP)  # the last: plain text before it cannot end the plain part early
+    if at < 0:
+        return [text.encode("utf-8", "surrogateescape")]
+    end = text.find("\n", at + 1)
+    blob = text[at + 1 + len(WRAP) : end if end > 0 else len(text)]
+    data = _b64(blob)
+    return [text[:at].encode("utf-8", "surrogateescape"), data if data.startswith(b"\n") else b"\n" + data]
+
+
+def _transfers(data: bytes) -> list[tuple[str, str, str, bytes]]:
+    """``(code, exitcode, url, body)`` of each curl transfer in ``data``, in the order curl made them.
+
+    Each transfer wrote its body, then ``\nCODE EXITCODE SIZE URL\n``; walking from the end, SIZE says where
+    a body starts, so nothing inside a body is ever read as a ``-w`` line. Stops where the shape breaks.
+    """
+    out: list[tuple[str, str, str, bytes]] = []
+    rest = data
+    while rest.endswith(b"\n"):
+        cut = rest.rfind(b"\n", 0, len(rest) - 1)
+        fields = rest[cut + 1 : -1].decode("utf-8", "replace").split(" ", 3)
+        if cut < 0 or len(fields) != 4 or not fields[2].isdigit() or int(fields[2]) > cut:
+            break
+        start = cut - int(fields[2])
+        out.append((fields[0], fields[1], fields[3], rest[start:cut]))
+        rest = rest[:start]
+    out.reverse()
+    return out
+
+
+_PATHS = {"metrics": "/metrics", "version": "/version", "models": "/v1/models"}
+
+
+def _attach_http(unit: UnitRaw, kv: dict[str, str], data: bytes, rc: int) -> None:
+    """The ``http`` section: the transfers of one curl, each known by its URL."""
+    names = kv.get("get", "").split()
+    got = _transfers(data)
+    if not got and names and rc != 0:
+        got = [("", "", f"{unit.url}{_PATHS.get(names[0], '')}", b"")]  # curl made none (not installed, killed)
+    for i, (code, exit_code, url, body) in enumerate(got):
+        if exit_code.isdigit():
+            curl_exit = int(exit_code)
+        elif code and code != "000":
+            curl_exit = 0  # curl before 7.75 writes no per-transfer exit code: an answer means it went through
+        else:
+            curl_exit = rc if i == len(got) - 1 else rc or 1  # the last one's is curl's own exit status
+        probe = HttpProbe(url=url, status=_int(code, 0) or None, curl_exit=curl_exit,
+                          body=body.decode("utf-8", "replace"))
+        if url == f"{unit.url}/version":
+            unit.version = probe
+        elif url == f"{unit.url}/v1/models":
+            unit.models, unit.models_keyed = probe, kv.get("key", "1") == "1"
+        elif url == f"{unit.url}/metrics":
+            unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))
+
+
 def parse_output(stdout: str) -> NodeRaw:
     """Split the probe's output into typed, decoded sections."""
     node = NodeRaw()
+    streams = _streams(stdout)
+    mark = b"\n" + MARK.encode()
+    first = next((d for d in streams if d.startswith(mark)), None)
+    if first is None:
+        return node
+    eol = first.find(b"\n", 1)
+    nonce = first[len(mark) : eol if eol > 0 else len(first)].split(b" ", 1)[0]
     unit: UnitRaw | None = None
-    section: tuple[str, dict[str, str]] | None = None
-    body: list[str] = []
+    # A section whose exit status follows its content (an "rc" marker): name, its key=values, its bytes.
+    pending: tuple[str, dict[str, str], bytes] | None = None
 
-    def flush() -> None:
-        nonlocal section, body
-        if section is None:
-            body = []
+    def finish(rc: int) -> None:
+        nonlocal pending
+        if pending is None or unit is None:
+            pending = None
             return
-        name, kv = section
-        text = "\n".join(body)
-        if name == "gpus":
-            node.gpus_rc, node.gpus = _int(kv.get("rc")), text
-        elif name == "gpu-apps":
-            node.gpu_apps_rc, node.gpu_apps = _int(kv.get("rc")), text
-        elif name == "ps":
-            for row in body:
-                parts = row.split()
-                if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-                    node.parents[int(parts[0])] = int(parts[1])
-        elif unit is not None:
-            if name == "show":
-                unit.show_rc, unit.show = _int(kv.get("rc")), text
-            elif name == "cat":
-                unit.cat_rc, unit.cat = _int(kv.get("rc")), _b64(text).decode("utf-8", "replace")
-            elif name in ("cmdline", "environ", "file", "cenviron"):
-                rc = _int(kv.get("rc"), 1)
-                rf = ReadFile(path=kv.get("path", ""), rc=rc, data=_b64(text) if rc == 0 else None)
-                if name == "file":
-                    unit.files[rf.path] = rf
-                elif name == "cmdline":
-                    unit.cmdline = rf
-                elif name == "cenviron":
-                    unit.child_environ = rf
-                else:
-                    unit.environ = rf
-            elif name == "procs":
-                unit.procs_src = kv.get("src") or None
-                for row in body:
-                    parts = row.split(" ", 2)
-                    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-                        unit.procs.append(ProcRow(pid=int(parts[0]), ppid=int(parts[1]),
-                                                  comm=parts[2] if len(parts) > 2 else ""))
-            elif name == "argvs":
-                _attach_argvs(unit, _b64(text))
-            elif name == "vargs":
-                unit.vargs = _b64(text).decode("utf-8", "replace") or None
-            elif name == "version":
-                decoded = _b64(text).decode("utf-8", "replace")
-                unit.version = _http(f"{unit.url}/version", _int(kv.get("rc")), decoded)
-            elif name == "models":
-                decoded = _b64(text).decode("utf-8", "replace")
-                unit.models = _http(f"{unit.url}/v1/models", _int(kv.get("rc")), decoded)
-                unit.models_keyed = kv.get("key", "1") == "1"
-            elif name == "metrics":
-                probe = _http(f"{unit.url}/metrics", _int(kv.get("rc")), _b64(text).decode("utf-8", "replace"))
-                unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))
-            elif name == "journal":
-                unit.journal, unit.journal_src = _b64(text).decode("utf-8", "replace"), kv.get("src")
-            elif name == "logs":
-                unit.logs = _b64(text).decode("utf-8", "replace")
-            elif name == "benchfile":
-                unit.bench_files[kv.get("path", "")] = text
-        section, body = None, []
+        name, kv, content = pending
+        pending = None
+        if name == "cat":
+            unit.cat_rc, unit.cat = rc, _txt(content)
+        elif name == "http":
+            _attach_http(unit, kv, content, rc)
+        else:
+            body = _b64(content.decode("ascii", "replace")) if kv.get("b64") == "1" else content
+            rf = ReadFile(path=kv.get("path", ""), rc=rc, data=body if rc == 0 else None)
+            if name == "file":
+                unit.files[rf.path] = rf
+            elif name == "cmdline":
+                unit.cmdline = rf
+            elif name == "cenviron":
+                unit.child_environ = rf
+            else:
+                unit.environ = rf
 
-    for line in stdout.split("\n"):
-        if not line.startswith(MARK):
-            body.append(line)
+    by_name: dict[str, UnitRaw] = {}
+    # Each stream starts outside any unit (an empty "unit" section between them).
+    for part in [p for d in streams for p in [b"unit ", *d.split(mark + nonce + b" ")[1:]]]:
+        head_bytes, _, content = part.partition(b"\n")
+        head, _, rest = head_bytes.decode("utf-8", "replace").partition(" ")
+        if head == "rc":
+            finish(_int(rest.strip(), 1))
             continue
-        flush()
-        head, _, rest = line[len(MARK) + 1 :].partition(" ")
+        if pending is not None:
+            finish(1)  # cut short before its status
+        kv = _kv(rest)
+        if head in ("file", "cmdline", "environ", "cenviron", "benchfile"):
+            # Paths may contain spaces: everything after "path=" is the path.
+            kv["path"] = rest.partition("path=")[2]
+        elif head == "http":
+            kv["get"] = rest.partition("get=")[2]
         if head == "node":
-            kv = _kv(rest)
             if kv.get("now", "").isdigit():
                 node.now = datetime.fromtimestamp(int(kv["now"]), UTC)
             node.tz = kv.get("tz") or "+0000"
             node.uid = _int(kv.get("uid"), -1)
             node.host = kv.get("host", "")
+        elif head == "gpus":
+            node.gpus_rc, node.gpus = _int(kv.get("rc")), _txt(content)
+        elif head == "gpu-apps":
+            node.gpu_apps_rc, node.gpu_apps = _int(kv.get("rc")), _txt(content)
+        elif head == "ps":
+            for row in content.decode("ascii", "replace").split("\n"):
+                parts = row.split()
+                if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                    node.parents[int(parts[0])] = int(parts[1])
         elif head == "unit":
-            unit = UnitRaw(unit=rest.strip())
-            node.units.append(unit)
-        elif head == "url" and unit is not None:
-            unit.url = rest.strip()
-        elif head == "health" and unit is not None:
-            kv = _kv(rest)
-            unit.health = HttpProbe(
-                url=f"{unit.url}/health",
-                status=_int(kv.get("code"), 0) or None,
-                curl_exit=_int(kv.get("rc")),
-            )
-        elif head == "bench" and unit is not None:
-            unit.bench_dir = _kv(rest).get("dir")
+            # Each stream names the unit its sections belong to (the plain one and the base64 one).
+            name = rest.strip()
+            if not name:
+                unit = None
+            elif name in by_name:
+                unit = by_name[name]
+            else:
+                unit = by_name[name] = UnitRaw(unit=name)
+                node.units.append(unit)
         elif head == "discovered":
             node.discovered = rest.split()
         elif head == "end":
             node.complete = True
-        else:
-            kv = _kv(rest)
-            if head in ("file", "cmdline", "environ", "benchfile", "cenviron"):
-                # Paths may contain spaces: everything after "path=" is the path.
-                _, _, path = rest.partition("path=")
-                kv["path"] = path
-            section = (head, kv)
-    flush()
+        elif unit is None:
+            continue
+        elif head in ("cat", "http", "file", "cmdline", "environ", "cenviron"):
+            pending = (head, kv, content)
+        elif head == "show":
+            unit.show_rc, unit.show = _int(kv.get("rc")), _txt(content)
+        elif head == "procs":
+            unit.procs_src = kv.get("src") or None
+            for row in content.decode("utf-8", "replace").split("\n"):
+                cols = row.split(" ", 2)
+                if len(cols) >= 2 and cols[0].isdigit() and cols[1].isdigit():
+                    comm = cols[2] if len(cols) > 2 else ""
+                    unit.procs.append(ProcRow(pid=int(cols[0]), ppid=int(cols[1]), comm=comm))
+        elif head == "argvs":
+            _attach_argvs(unit, content)
+        elif head == "journal":
+            unit.journal, unit.journal_src = content.decode("utf-8", "replace"), kv.get("src")
+        elif head == "vargs":
+            unit.vargs = content.decode("utf-8", "replace") or None
+        elif head == "url":
+            unit.url = rest.strip()
+        elif head == "health":
+            unit.health = HttpProbe(url=f"{unit.url}/health", status=_int(kv.get("code"), 0) or None,
+                                    curl_exit=_int(kv.get("rc")))
+        elif head == "metrics":
+            probe = _http(f"{unit.url}/metrics", _int(kv.get("rc")), content.decode("utf-8", "replace"))
+            unit.metrics.append(MetricsScrape(at=float(kv.get("t", "0") or 0), probe=probe))
+        elif head == "logs":
+            unit.logs = content.decode("utf-8", "replace")
+        elif head == "bench":
+            unit.bench_dir = kv.get("dir")
+        elif head == "benchfile":
+            unit.bench_files[kv["path"]] = _txt(content)
+    if pending is not None:
+        finish(1)
     return node
 
 

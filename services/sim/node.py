@@ -638,7 +638,10 @@ class SimNode:
     def _render_unit(self, u: _Unit) -> None:
         d = self.state_dir / "units" / u.name
         d.mkdir(exist_ok=True)
-        _write_atomic(d / "show", self._show_text(u, u.name))
+        show = self._show_text(u, u.name)
+        _write_atomic(d / "show", show)
+        # The one property `systemctl cat` needs, on its own (the fake reads it without a process).
+        _write_atomic(d / "need_reload", "yes\n" if "\nNeedDaemonReload=yes\n" in f"\n{show}" else "no\n")
         status, since = self._status_text(u)
         _write_atomic(d / "status", status)
         _write_atomic(d / "since", f"{since}\n")
