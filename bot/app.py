@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
+import sys
+import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,10 +37,14 @@ class Runtime:
     jobs: Jobs | None = None
     groups: GroupLookup | None = None
     dashboards: Dashboards | None = None  # the open App Home tabs (Slack only)
+    # The store while it is still being opened (``runtime(..., store_soon=True)``; ``store`` is None then):
+    # handed to each context as it is, so a handler waits for it only when it reads ``ctx.store``.
+    opening: Future[Store] | None = None
 
     def context(self, asker: Asker | None = None) -> Context:
         """A fresh handler context for one request."""
-        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=self.store,
+        store = self.opening if self.store is None and self.opening is not None else self.store
+        return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=store,
                        notifier=self.notifier, jobs=self.jobs, groups=self.groups or NoGroups(),
                        dashboards=self.dashboards)
 
@@ -58,6 +66,47 @@ def open_store(config: BotConfig) -> Store:
     return Store(database_url(url, os.environ))
 
 
+OPENING_SWITCH_INTERVAL_S = 0.0005
+"""How long the loop's thread waits at most for the GIL while the store opens in the background."""
+
+
+def open_store_soon(config: BotConfig) -> Future[Store]:
+    """:func:`open_store` in a worker thread, and the schema version read there too: the future store.
+
+    For a one-shot command, whose main thread meanwhile routes the question and waits for the nodes
+    (SQLAlchemy's import and the engine are ~0.1 s of CPU, mostly hidden by that wait). Only a SQLite store
+    is given (:func:`runtime` opens any other at once, so that a bad ``[state] url`` or password still stops
+    the command before a node is asked). The schema is only read here, never changed: an older, newer or
+    missing one is left to the store's first use, as when the store is opened at once.
+    """
+    opened: Future[Store] = Future()
+
+    def work() -> None:
+        # This thread holds the GIL for ~0.1 s; the event loop's thread, woken by the network, waits for it
+        # up to the switch interval (5 ms by default) each time: a shorter one while this runs.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(OPENING_SWITCH_INTERVAL_S)
+        # SQLAlchemy's modules live until the process ends: collections during their import free nothing,
+        # and what they built is frozen afterwards (as bot.cli does with the command's own imports).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            store = open_store(config)
+        except BaseException as e:  # handed to whoever reads the store (raised there, as open_store would)
+            opened.set_exception(e)
+            return
+        finally:
+            gc.freeze()
+            if collecting:
+                gc.enable()
+            sys.setswitchinterval(interval)
+        store.check_schema()
+        opened.set_result(store)
+
+    threading.Thread(target=work, name="inferbot-store-open", daemon=True).start()
+    return opened
+
+
 # Young-generation collections every 10,000 new container objects instead of 700: an answer for 512 nodes
 # allocates millions of small objects that reference counting frees on its own, and at the default the
 # collector ran hundreds of times per question (a fifth of the bot's CPU per node).
@@ -69,24 +118,34 @@ def settle_gc() -> None:
 
     ``gc.freeze`` moves every object alive now (modules, classes, pydantic's validators, the config) to a
     permanent generation that collections never walk again; a full collection then only looks at what the
-    bot made since. Objects are still freed by reference counting as before.
+    bot made since. Objects are still freed by reference counting as before. (The thresholds tell that it
+    ran: ``inferbot`` freezes its imports already, so a freeze count does not.)
     """
-    if gc.get_freeze_count():
+    if gc.get_threshold() == GC_THRESHOLDS:
         return
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
 
 
 @contextlib.asynccontextmanager
-async def runtime(config: BotConfig, with_store: bool = True) -> AsyncIterator[Runtime]:
-    """Build the runtime for ``config`` and close it afterwards."""
+async def runtime(config: BotConfig, with_store: bool = True, store_soon: bool = False) -> AsyncIterator[Runtime]:
+    """Build the runtime for ``config`` and close it afterwards.
+
+    ``store_soon``: open a SQLite store in a worker thread (:func:`open_store_soon`) while the caller goes
+    on; contexts get it as it is, and it is waited for (and its error raised, if opening failed) on the
+    way out at the latest. For one-shot commands; a long-lived front end opens its store at once.
+    """
     settle_gc()
     pool = NodePool()
-    store = open_store(config) if with_store else None
-    rt = Runtime(config=config, pool=pool, cluster=Cluster(config, pool), store=store)
+    soon = with_store and store_soon and config.state.database_url().startswith("sqlite:")
+    store = open_store(config) if with_store and not soon else None
+    opening = open_store_soon(config) if soon else None
+    rt = Runtime(config=config, pool=pool, cluster=Cluster(config, pool), store=store, opening=opening)
     try:
         yield rt
     finally:
         await pool.close()
+        if opening is not None:
+            store = await asyncio.wrap_future(opening)
         if store is not None:
             await store.close()

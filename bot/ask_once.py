@@ -29,7 +29,8 @@ def emit(reply: Reply, as_json: bool) -> None:
 
 async def ask(config: BotConfig, question: str, as_json: bool, png: str | None = None) -> int:
     """Answer one question against ``config`` and print it (and write its chart to ``png``, if asked)."""
-    async with runtime(config) as rt:
+    # The store opens in a worker thread while the question is routed and the nodes asked (bot.app.runtime).
+    async with runtime(config, store_soon=True) as rt:
         reply = await answer(question, rt.context(Asker(surface="json" if as_json else "cli")))
     if png is not None:
         await write_chart(reply, png)

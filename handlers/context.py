@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 
 from config.models import BotConfig, Node, Service
 from handlers.ports import Dashboards, Jobs, Notifier
@@ -47,6 +48,36 @@ class Request:
     args: dict[str, ArgValue] = field(default_factory=dict)
 
 
+class StoreField:
+    """``Context.store``: the state store, given open or still opening (a ``Future`` of it), or None.
+
+    A one-shot front end (``inferbot ask``) opens the store in a worker thread while the question is routed
+    and the nodes are asked: importing SQLAlchemy and opening the database cost ~0.1 s of CPU that the
+    network wait hides (docs/architecture.md, "Lazy imports"). A handler reads ``ctx.store`` as always; the
+    first read waits for the opening there (usually long finished: handlers use the store after asking the
+    nodes) and raises what opening it raised. Waiting blocks the event loop, but never longer than opening
+    the store before the question did, and every later read is a plain attribute read.
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attr = f"_{name}_value"
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> None: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> Store | None: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Store | None:
+        if obj is None:
+            return None  # the dataclass's default: no store
+        value: Store | Future[Store] | None = obj.__dict__[self._attr]
+        if isinstance(value, Future):
+            value = obj.__dict__[self._attr] = value.result()
+        return value
+
+    def __set__(self, obj: object, value: Store | Future[Store] | None) -> None:
+        obj.__dict__[self._attr] = value
+
+
 @dataclass
 class Context:
     """The services a handler may use, passed in by the composition root."""
@@ -54,7 +85,7 @@ class Context:
     config: BotConfig
     cluster: Cluster
     asker: Asker = field(default_factory=Asker)
-    store: Store | None = None
+    store: StoreField = StoreField()  # reads as ``Store | None``; see StoreField
     now: Callable[[], datetime] = utcnow
     notifier: Notifier | None = None  # None: the front end posts no notices (one question from the terminal)
     jobs: Jobs | None = None  # None outside ``serve``: nothing is scheduled

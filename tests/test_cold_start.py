@@ -13,11 +13,21 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+import pytest
+
+import bot.app
+from bot.ask_once import ask
+from config.models import BotConfig, Node
+from services.models import CommandResult
+from services.node.ssh import NodePool
 from services.sim.scenarios import KIMI_UNIT, kimi_node
+from services.store.errors import SchemaError
 from services.store.migrate import head_version
 from services.store.schema import SCHEMA_HEAD
+from services.store.store import Store
 from tests.conftest import MakeCluster
 from tests.sshd import free_port
 
@@ -112,3 +122,69 @@ dir = "{state}"
     assert [s["service"] for s in reply["data"]["services"]] == ["kimi"]
     assert "sqlalchemy" in packages  # the store was used (the settings were recorded)...
     assert not packages & NEVER_FOR_A_QUESTION, sorted(packages & NEVER_FOR_A_QUESTION)  # ...and nothing else
+
+
+async def test_ask_opens_the_store_while_the_nodes_are_asked(make_cluster: MakeCluster,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # The order of events, not a clock: opening the store (SQLAlchemy's import) waits here until the probe
+    # has been sent, which only works when the two overlap. Opened first and then asked (as before), the
+    # opening would give up waiting and the probe would come after it.
+    cluster = await make_cluster({"gpu-a": kimi_node(fast=True, port=free_port())})
+    events: list[str] = []
+    probe_sent = threading.Event()
+    real_open, real_run = bot.app.open_store, NodePool.run
+
+    def open_store(config: BotConfig) -> Store:
+        events.append("store: opening")
+        events.append("store: saw the probe" if probe_sent.wait(5) else "store: no probe yet")
+        store = real_open(config)
+        events.append("store: opened")
+        return store
+
+    async def run(self: NodePool, node: Node, command: str, limit_s: float | None = None,
+                  stdin: str | None = None) -> CommandResult:
+        events.append("probe sent")
+        probe_sent.set()
+        return await real_run(self, node, command, limit_s, stdin)
+
+    monkeypatch.setattr(bot.app, "open_store", open_store)
+    monkeypatch.setattr(NodePool, "run", run)
+    assert await ask(cluster.config, "what are current settings?", as_json=True) == 0
+    assert events == ["store: opening", "probe sent", "store: saw the probe", "store: opened"]
+    reply = json.loads(capsys.readouterr().out)
+    assert reply["ok"] and [s["service"] for s in reply["data"]["services"]] == ["kimi"]
+    # ...and the answer was recorded, as when the store is opened first.
+    store = real_open(cluster.config)
+    try:
+        assert len(await store.latest_snapshots("kimi", "gpu-a", limit=5)) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_store_that_fails_to_open_in_the_background_fails_the_question(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing is printed: the error reaches the command (one line, exit 2) as when the store opened first.
+    def open_store(config: BotConfig) -> Store:
+        raise SchemaError("the state database is broken — restore it")
+
+    monkeypatch.setattr(bot.app, "open_store", open_store)
+    config = BotConfig.model_validate({"state": {"dir": str(tmp_path)}})
+    with pytest.raises(SchemaError, match="broken"):
+        await ask(config, "what are current settings?", as_json=True)
+    assert capsys.readouterr().out == ""
+
+
+async def test_the_background_schema_read_changes_nothing(tmp_path: Path) -> None:
+    # A database that does not exist yet is not created (the first use creates and migrates it)...
+    url = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    fresh = Store(url)
+    fresh.check_schema()
+    assert fresh.schema_version is None and not (tmp_path / "state.sqlite3").exists()
+    assert await fresh.prepare() == SCHEMA_HEAD
+    await fresh.close()
+    # ...and one at the head version needs no second look on its first use.
+    again = Store(url)
+    again.check_schema()
+    assert again.schema_version == SCHEMA_HEAD
+    await again.close()

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -291,6 +292,29 @@ class Store:
             with self._engine.begin() as conn:  # BEGIN IMMEDIATE on SQLite: one migrating process at a time
                 self.schema_version = upgrade(conn, self.describe())
             self._initialised = True
+
+    def check_schema(self) -> None:
+        """Read the schema version now, in the calling thread, when that changes nothing (the usual case).
+
+        For a store opened in the background (``bot.app.open_store_soon``): when the database is at
+        :data:`SCHEMA_HEAD`, its first use needs no database trip to check. A SQLite file that does not
+        exist yet is not created here, and anything but the head version (or an error reading it) is left
+        to the first use, which upgrades or refuses exactly as it would have.
+        """
+        if self._sqlite and (self._memory or not os.path.exists(self._url_obj.database or "")):
+            return
+        with self._init_lock:
+            if self._initialised or self._closed:
+                return
+            try:
+                head = self._schema_is_head()
+            except Exception:  # the first use meets it again, and reports it where it always did
+                logging.getLogger("inferbot.store").debug("reading the schema version in advance failed",
+                                                          exc_info=True)
+                return
+            if head:
+                self.schema_version = SCHEMA_HEAD
+                self._initialised = True
 
     def _schema_is_head(self) -> bool:
         """True when the database's schema version is :data:`SCHEMA_HEAD` (one read, no Alembic).
