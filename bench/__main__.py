@@ -361,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         "inferbot warm: one long-lived process (bench/warm_client.py) with runtime(config); one warm-up question "
         "opens the connections and is not counted; peak RSS is its VmHWM with the Slack front end imported",
         "inferbot cold: `inferbot ask \"…\" --json --config FILE`, whole process (Python start-up, imports, "
-        "new SSH connections, SQLite store); peak RSS from wait4; the one-shot `ssh` it is compared with is "
+        "new SSH connections, SQLite store), the project's modules byte-compiled first as an installed copy has "
+        "them (pip compiles on install); peak RSS from wait4; the one-shot `ssh` it is compared with is "
         "OpenSSH sequential at N = 1 (a new connection, the same remote command)",
         "each client uses its default key exchange with the simulated nodes' sshd (see key_exchange: OpenSSH "
         "9.2's sntrup761x25519 costs about 0.1 s of CPU per handshake on this machine; it weighs on every new "
