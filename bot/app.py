@@ -43,7 +43,7 @@ class Runtime:
 
     def context(self, asker: Asker | None = None) -> Context:
         """A fresh handler context for one request."""
-        store = self.opening if self.store is None and self.opening is not None else self.store
+        store = self.store if self.store is not None else self.opening
         return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=store,
                        notifier=self.notifier, jobs=self.jobs, groups=self.groups or NoGroups(),
                        dashboards=self.dashboards)
@@ -100,8 +100,10 @@ def open_store_soon(config: BotConfig) -> Future[Store]:
             if collecting:
                 gc.enable()
             sys.setswitchinterval(interval)
-        store.check_schema()
-        opened.set_result(store)
+        try:
+            store.check_schema()
+        finally:
+            opened.set_result(store)
 
     threading.Thread(target=work, name="inferbot-store-open", daemon=True).start()
     return opened
