@@ -220,3 +220,40 @@ def test_asyncssh_library_lookups_run_while_the_command_is_imported(tmp_path: Pa
     assert set(looked_up) == set(LIBRARY_LOOKUPS)
     assert set(looked_up.values()) == {"inferbot-find-library"}, found["seen"]
     assert found["same"]  # the answers are find_library's own
+
+
+# bot.cli.entry around a stand-in command: it prints without a newline (buffered: a pipe), registers an exit
+# handler and leaves an object whose finaliser would run when the interpreter is taken apart.
+_EXIT = """
+import atexit, sys
+import bot.cli
+out = sys.argv[1]
+class Teardown:
+    def __init__(self, path, opener):
+        self.path, self.opener = path, opener
+    def __del__(self):
+        self.opener(self.path, "w").close()
+def command(argv=None):
+    print("answer", end="")
+    atexit.register(lambda: open(out + ".handler", "w").close())
+    bot.cli.keep = Teardown(out + ".teardown", open)
+    return 3
+if sys.argv[2] == "handler-first":
+    atexit.register(lambda: None)
+bot.cli.main = command
+bot.cli.entry()
+"""
+
+
+def test_the_console_script_ends_after_the_exit_handlers_without_the_teardown(tmp_path: Path) -> None:
+    out = tmp_path / "marks"
+    done = subprocess.run([sys.executable, "-c", _EXIT, str(out), "alone"], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (3, "answer"), done.stderr  # the status, the flushed output...
+    assert Path(f"{out}.handler").exists()  # ...the command's exit handlers...
+    assert not Path(f"{out}.teardown").exists()  # ...and no taking the interpreter apart
+    # An exit handler registered before inferbot's (a sitecustomize's, coverage's) keeps the usual exit.
+    done = subprocess.run([sys.executable, "-c", _EXIT, str(out), "handler-first"], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "answer"), done.stderr
+    assert Path(f"{out}.teardown").exists()
