@@ -191,7 +191,7 @@ def _look_up_libraries_early() -> None:
     from concurrent.futures import Future
 
     real = ctypes.util.find_library
-    if getattr(real, "early", False):
+    if real.__module__ == __name__:  # ours already (main ran before in this process)
         return
     answers: dict[str, Future[str | None]] = {name: Future() for name in LIBRARY_LOOKUPS}
 
@@ -206,7 +206,6 @@ def _look_up_libraries_early() -> None:
         answer = answers.get(name)
         return real(name) if answer is None else answer.result()
 
-    find_library.early = True  # type: ignore[attr-defined]
     ctypes.util.find_library = find_library
     threading.Thread(target=look_up, name="inferbot-find-library", daemon=True).start()
 
