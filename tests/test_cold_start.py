@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ import bot.app
 from bot.ask_once import ask
 from bot.cli import LIBRARY_LOOKUPS
 from config.models import BotConfig, Node
+from handlers.context import Context
+from services.cluster import Cluster
 from services.models import CommandResult
 from services.node.ssh import NodePool
 from services.sim.scenarios import KIMI_UNIT, kimi_node
@@ -257,3 +260,18 @@ def test_the_console_script_ends_after_the_exit_handlers_without_the_teardown(tm
                           text=True, timeout=60)
     assert (done.returncode, done.stdout) == (3, "answer"), done.stderr
     assert Path(f"{out}.teardown").exists()
+
+
+def test_a_context_given_a_store_still_opening_waits_for_it_once(tmp_path: Path) -> None:
+    config = BotConfig.model_validate({"state": {"dir": str(tmp_path)}})
+    opening: Future[Store] = Future()
+    ctx = Context(config=config, cluster=Cluster(config, NodePool()), store=opening)
+    store = Store(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+    threading.Timer(0.05, opening.set_result, [store]).start()  # opened while the handler already runs
+    assert ctx.store is store and ctx.store is store
+    failed: Future[Store] = Future()
+    failed.set_exception(SchemaError("the state database is broken"))
+    broken = Context(config=config, cluster=Cluster(config, NodePool()), store=failed)
+    with pytest.raises(SchemaError):
+        _ = broken.store  # what opening raised, where the store is read
+    assert Context(config=config, cluster=Cluster(config, NodePool())).store is None
