@@ -172,51 +172,12 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-LIBRARY_LOOKUPS = ("oqs", "liboqs", "nettle")
-"""The shared libraries asyncssh looks for with ``ctypes.util.find_library`` while it is imported."""
-
-
-def _look_up_libraries_early() -> None:
-    """Start asyncssh's library lookups in a thread now, and keep their answers for its import.
-
-    On Linux ``find_library`` runs ``ldconfig -p``, and for a library it does not find there (liboqs is
-    rarely installed) also ``gcc`` and ``ld`` when a compiler is installed: 8 processes and ~20 ms during
-    which the import, and so the first SSH connection, waits. Here they run while the command's own
-    modules are imported (the thread imports nothing: what the lookups use is imported first). The answers
-    are the function's own; other names are looked up as before. Once per process.
-    """
-    import ctypes.util
-    import tempfile  # noqa: F401  (gcc's lookup imports it; imported here so the thread never imports)
-    import threading
-    from concurrent.futures import Future
-
-    real = ctypes.util.find_library
-    if real.__module__ == __name__:  # ours already (main ran before in this process)
-        return
-    answers: dict[str, Future[str | None]] = {name: Future() for name in LIBRARY_LOOKUPS}
-
-    def look_up() -> None:
-        for name, answer in answers.items():
-            try:
-                answer.set_result(real(name))
-            except BaseException as e:  # raised to the caller, as find_library would
-                answer.set_exception(e)
-
-    def find_library(name: str) -> str | None:
-        answer = answers.get(name)
-        return real(name) if answer is None else answer.result()
-
-    ctypes.util.find_library = find_library
-    threading.Thread(target=look_up, name="inferbot-find-library", daemon=True).start()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``inferbot`` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     try:
         args = build_parser().parse_args(argv)
-        _look_up_libraries_early()
         with _gc_paused():
             import asyncio
 

@@ -21,7 +21,6 @@ import pytest
 
 import bot.app
 from bot.ask_once import ask
-from bot.cli import LIBRARY_LOOKUPS
 from config.models import BotConfig, Node
 from handlers.context import Context
 from services.cluster import Cluster
@@ -192,37 +191,6 @@ async def test_the_background_schema_read_changes_nothing(tmp_path: Path) -> Non
     again.check_schema()
     assert again.schema_version == SCHEMA_HEAD
     await again.close()
-
-
-# Records every ctypes.util.find_library call (name, thread) around bot.cli.main in a fresh interpreter.
-_LOOKUPS = """
-import ctypes.util, json, sys, threading
-real = ctypes.util.find_library
-seen = []
-def recording(name):
-    seen.append([name, threading.current_thread().name])
-    return real(name)
-ctypes.util.find_library = recording
-from bot.cli import main
-status = main(sys.argv[1:])
-kept = ctypes.util.find_library("nettle")
-same = kept == real("nettle")
-print(json.dumps({"status": status, "seen": seen, "same": same, "asyncssh": "asyncssh" in sys.modules}))
-"""
-
-
-def test_asyncssh_library_lookups_run_while_the_command_is_imported(tmp_path: Path) -> None:
-    # asyncssh's import asks find_library for these (ldconfig, and gcc + ld where a compiler is installed):
-    # the lookups run in their own thread from the moment the arguments are parsed, not in the import.
-    argv = ["ask", "status", "--config", str(tmp_path / "missing.toml")]  # imports the ask path, then exit 2
-    done = subprocess.run([sys.executable, "-c", _LOOKUPS, *argv], capture_output=True, text=True, timeout=60,
-                          cwd=tmp_path)
-    found = json.loads(done.stdout.splitlines()[-1])
-    assert found["status"] == 2 and found["asyncssh"], done.stderr
-    looked_up = {name: thread for name, thread in found["seen"] if name in LIBRARY_LOOKUPS}
-    assert set(looked_up) == set(LIBRARY_LOOKUPS)
-    assert set(looked_up.values()) == {"inferbot-find-library"}, found["seen"]
-    assert found["same"]  # the answers are find_library's own
 
 
 # bot.cli.entry around a stand-in command: it prints without a newline (buffered: a pipe), registers an exit
