@@ -8,7 +8,10 @@ the bot's database, which adds one ``watch:<node>`` job per node (``bot.jobs.wat
 ``handlers.health_watch.watch`` → ``handlers.watcher.watch_node``) plus its ``reconcile`` job. Notices go to
 a ``RecordingNotifier`` (there should be none: the nodes' answers do not change).
 
-The first round (connections opened, baselines written) is not counted. Then this process's CPU
+The leader asks each node on one persistent session (``NodePool.ask``; the cheap nodes of ``bench.cheap``
+serve it): opened in the first round, then a newline and an answer per poll; ``window_session_opens`` says
+how many were opened in the window (0 when none failed). The first round (connections and sessions opened,
+baselines written) is not counted. Then this process's CPU
 (``getrusage``: every thread) is read at the start and the end of a window of exactly ``--intervals``
 intervals, so the window holds that many rounds whatever their phase: CPU % of one core = CPU ÷ window.
 Prints one JSON object.
@@ -85,9 +88,11 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float) 
         if polls["ok"] + polls["failed"] < n:
             out["errors"].append(f"the first round did not finish within {first_round_limit_s:g}s")
         before = dict(polls)
+        opens0 = rt.pool.session_opens
         c1, t1 = _cpu_s(), time.monotonic()
         await asyncio.sleep(intervals * interval)
         c2, t2 = _cpu_s(), time.monotonic()
+        window_opens = rt.pool.session_opens - opens0
         window_polls = {k: polls[k] - before[k] for k in polls}
         await sched.shutdown()
         out.update(
@@ -97,6 +102,9 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float) 
             cpu_ms_per_poll=round(1000 * (c2 - c1) / max(1, sum(window_polls.values())), 2),
             notices=len(notifier.posts),
             connects=rt.pool.connects, failures=failures,
+            # The leader polls on one persistent session per node: opened in the first round, then one
+            # newline and one answer per poll (no channel opened in the window).
+            session_opens=rt.pool.session_opens, window_session_opens=window_opens,
         )
         if window_polls["failed"]:
             out["errors"].append(f"{window_polls['failed']} polls failed: {failures[:2]}")

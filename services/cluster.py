@@ -20,6 +20,7 @@ from services.node.probe import (
     build_script,
     parse_output,
     remote_command,
+    session_answer_end,
     stdin_for,
 )
 from services.node.ssh import NodePool, NodeUnreachable
@@ -73,18 +74,25 @@ class Cluster:
         """
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
+        # A persistent probe (the watcher's) runs on the pool's long-lived session for this node when the pool
+        # keeps sessions (the scheduler's leader): one newline and its answer per poll, the script sent once.
+        persistent = opts.persistent and self.pool.sessions
         keys = [_api_key(s) for s in services]
         targets = [
             ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
-                        models=key is not None)  # /v1/models is always asked: with the key when held
+                        # /v1/models is always asked: with the key when held (a session reads no key)
+                        models=key is not None and not persistent)
             for s, key in zip(services, keys, strict=True)
         ]
-        script = build_script(targets, opts)
+        script = build_script(targets, opts, session=persistent)
         timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
         started = time.monotonic()
         try:
-            result = await self.pool.run(node, remote_command(script), limit_s=timeout,
-                                         stdin=stdin_for(targets, keys))
+            if persistent:
+                result = await self.pool.ask(node, remote_command(script), session_answer_end, limit_s=timeout)
+            else:
+                result = await self.pool.run(node, remote_command(script), limit_s=timeout,
+                                             stdin=stdin_for(targets, keys))
         except NodeUnreachable as e:
             err = e.error
             states = [
