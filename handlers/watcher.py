@@ -45,7 +45,7 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
     """
     store = require_store(ctx)
     node = ctx.config.node(node_name)
-    services = [s for s in ctx.config.services if s.node == node_name]
+    services = ctx.config.services_on(node_name)
     if not services:
         return []
     report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
