@@ -28,11 +28,11 @@ from handlers.watcher import WATCH_PROBE
 from services.cluster import Cluster, NodeReport
 from services.models import CommandResult, ServiceState
 from services.node.probe import MARK
-from services.node.ssh import AnswerEnd, NodePool
+from services.node.ssh import MAX_CHANNELS, AnswerEnd, NodePool
 from services.sim.scenarios import KIMI_UNIT, kimi_node
 from services.store.leader import Callback, Role
 from tests.conftest import MakeCluster, SimCluster
-from tests.sshd import SSHD, Sshd, free_port
+from tests.sshd import SSHD, ClientKey, Sshd, free_port, start_sshd
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -309,3 +309,80 @@ async def test_shutdown_closes_the_sessions(make_cluster: MakeCluster) -> None:
         assert not rt.pool.sessions
         await _until(lambda: not _loop_pids(cluster), 10, "the node's loop to end")
 
+
+
+async def test_the_session_holds_one_channel_and_questions_keep_the_others(make_cluster: MakeCluster) -> None:
+    cluster = await _ready(make_cluster)
+    config = cluster.config
+    node = config.nodes[0]
+    pool = NodePool()
+    pool.keep_sessions(True)
+    cl = Cluster(config, pool)
+    permits = pool._slot(node).channels
+    try:
+        report, _ = await _poll(cl, config)
+        assert report.ok and permits._value == MAX_CHANNELS - 1  # the session's channel counts
+        # A burst of questions (one more than the channels left) and a poll at once: all answered.
+        results = await asyncio.gather(
+            *(pool.run(node, "sleep 0.3; echo asked") for _ in range(MAX_CHANNELS)), _poll(cl, config))
+        assert [r.stdout for r in results[:-1]] == ["asked\n"] * MAX_CHANNELS
+        assert results[-1][0].ok and pool.session_opens == 1
+        assert permits._value == MAX_CHANNELS - 1
+        pool.end_sessions()
+        await _until(lambda: permits._value == MAX_CHANNELS, 5, "the session's channel to be given back")
+    finally:
+        await pool.close()
+
+
+async def test_between_polls_the_nodes_loop_waits_in_read_and_costs_nothing(make_cluster: MakeCluster) -> None:
+    cluster = await _ready(make_cluster)
+    config = cluster.config
+    pool = NodePool()
+    pool.keep_sessions(True)
+    try:
+        report, _ = await _poll(Cluster(config, pool), config)
+        assert report.ok
+        (pid,) = _loop_pids(cluster)
+
+        def stat() -> list[str]:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+        before = stat()
+        await asyncio.sleep(1.5)
+        after = stat()
+        assert after[0] == "S" and after[11:13] == before[11:13], (before, after)  # asleep; utime, stime
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize(("force", "node_timeout"), [
+    ("echo 'this account runs no commands'", 8.0),  # a shell that prints something else and exits
+    ("echo 'welcome'; sleep 30", 1.5),  # something else, then nothing
+])
+async def test_a_node_that_answers_something_else_reads_as_a_one_shot_poll(
+        client_key: ClientKey, ssh_user: str, tmp_path: Path, force: str, node_timeout: float) -> None:
+    sshd = start_sshd(client_key, {"LC_ALL": "C"}, extra_config=f"ForceCommand {force}\n")
+    try:
+        (tmp_path / "known_hosts").write_text(sshd.known_hosts_line() + "\n")
+        config = BotConfig.model_validate({
+            "nodes": [{"name": "gpu-a", "host": sshd.host, "port": sshd.port, "user": sshd.user,
+                       "key_file": str(client_key.private), "known_hosts": str(tmp_path / "known_hosts"),
+                       "timeout": node_timeout}],
+            "services": [{"name": "kimi", "node": "gpu-a", "unit": KIMI_UNIT}],
+            "state": {"dir": str(tmp_path)},
+        })
+        pool = NodePool()
+        pool.keep_sessions(True)
+        cl = Cluster(config, pool)
+        try:
+            for opened in (1, 2):  # each poll: a new session, since the last one was closed
+                report, states = await _poll(cl, config)
+                shot, shot_states = await _one_shot(config)
+                assert not report.ok and report.error is not None and shot.error is not None
+                assert (report.error.kind, report.error.reason) == (shot.error.kind, shot.error.reason)
+                assert _facts(states) == _facts(shot_states) and states[0].state == "unreachable"
+                assert pool.session_opens == opened and pool._slot(config.nodes[0]).session is None
+        finally:
+            await pool.close()
+    finally:
+        sshd.stop()
