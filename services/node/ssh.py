@@ -290,10 +290,10 @@ class NodePool:
                     session.close()  # ended, or a different probe (the config changed), or an old connection
                     session = slot.session = None
                 if session is None:
-                    if not self._sessions:  # closed under this call: this replica stopped leading
+                    if not self._sessions:  # closed under this call: the lead was lost, or the bot is stopping
                         raise NodeUnreachable(NodeError(
-                            kind="other", reason="the watch session was closed: this replica no longer leads",
-                            fix=""))
+                            kind="other", reason="the persistent session was closed: this replica stopped leading "
+                                                 "or is stopping", fix=""))
                     session = await self._open_session(node, slot, command, end, deadline, limit, attempt)
                     if session is None:
                         continue  # the connection had died: reconnected, try once more
