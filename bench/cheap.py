@@ -13,17 +13,22 @@ How they are made:
    command (``bench.contenders.settings_commands``, the bot's own probe) and the watcher's
    (``handlers.watcher.WATCH_PROBE``, taken from ``Cluster.probe_node`` itself) are run once over real
    SSH with OpenSSH's ``ssh``; their stdout bytes are the recorded answers (settings: the loading node,
-   watcher: the ready node). With ``--node-cost`` the same commands are also run locally on both nodes
-   to measure what the probe costs a node (``bench.nodecost``: CPU and forks).
+   watcher: the ready node). The leader's watcher asks the same probe on a persistent session (one per
+   node, answered once per newline: ``NodePool.ask``); that command is run once too, with one line of
+   input, and its answer (the same answer, then its ``done`` line) recorded. With ``--node-cost`` the same
+   commands are also run locally on both nodes to measure what the probe costs a node (``bench.nodecost``:
+   CPU and forks).
 2. **The nodes.** Node *i* is the address ``127.0.{1 + i // 250}.{2 + i % 250}`` (127.0.0.x stays free for
    ``bench.cluster`` and the tests). One ``sshd -D`` serves 16 nodes (OpenSSH takes at most 16
    ``ListenAddress``), each group on its own port with its own host key; known_hosts has one line per node
    and every client checks it. Key authentication only, as the login user of ``tests.sshd``.
-   ``ForceCommand exec cat -- ANSWERS/${#SSH_ORIGINAL_COMMAND}`` answers every command with the recorded
+   ``ForceCommand … exec cat -- ANSWERS/${#SSH_ORIGINAL_COMMAND}`` answers every command with the recorded
    answer to the command of that length (the settings probe, the watcher's probe, and ``true`` — with an
    empty answer — for OpenSSH's multiplexing masters to warm up); any other command fails loudly
-   (``cat: …: No such file``). The lengths are checked to be distinct when recording. So the node's work
-   per question is sshd's own (a channel, a fork) plus a shell that execs ``cat``: no probe runs.
+   (``cat: …: No such file``). The watcher's persistent session (its length has a ``.loop`` file) gets a
+   shell that ``cat``s its recorded answer once per line read, as the bot's session loop answers. The
+   lengths are checked to be distinct when recording. So the node's work per question is sshd's own (a
+   channel, a fork) plus a shell that execs ``cat``, and per watcher poll a ``cat``: no probe runs.
 3. sshd's limits are raised for hundreds of simultaneous connects (``MaxStartups``, ``MaxSessions``,
    ``LoginGraceTime``). Their key exchange is curve25519 only: connection set-up is not measured on
    cheap nodes (every contender is warm), and OpenSSH's default sntrup761 would cost ~0.2 s of CPU per
@@ -48,6 +53,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +71,7 @@ from bench.common import CpuGroup, Manifest, NodeInfo
 from bench.contenders import END_MARK, settings_commands, watch_commands
 from bench.nodecost import measure as measure_node_cost
 from bench.nodecost import node_env
+from services.node.probe import session_answer_end
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, kimi_node
 from tests.sshd import SSHD, ClientKey, free_port, login_user, start_sshd
@@ -89,12 +96,21 @@ def cheap_name(i: int) -> str:
 
 
 def force_command(answers_dir: Path) -> str:
-    """sshd's ``ForceCommand``: the recorded answer to a command of this length (the login shell runs it)."""
-    return f"exec cat -- {answers_dir}/${{#SSH_ORIGINAL_COMMAND}}"
+    """sshd's ``ForceCommand``: the recorded answer to a command of this length (the login shell runs it).
+
+    A persistent session's command (a ``LENGTH.loop`` file beside its answer) gets the answer again for each
+    line it reads, as the bot's session loop does, until its input ends: between polls the shell sits in
+    read(2), and a poll costs a ``cat``.
+    """
+    f = f"{answers_dir}/${{#SSH_ORIGINAL_COMMAND}}"
+    return f'f={f}; if [ -e "$f.loop" ]; then while read -r t; do cat -- "$f"; done; else exec cat -- "$f"; fi'
 
 
-def write_answers(answers_dir: Path, answers: dict[str, bytes]) -> dict[str, int]:
-    """One file per command, named by the command's length in bytes; refuses two commands of one length."""
+def write_answers(answers_dir: Path, answers: dict[str, bytes], looping: Collection[str] = ()) -> dict[str, int]:
+    """One file per command, named by the command's length in bytes; refuses two commands of one length.
+
+    ``looping``: the commands of persistent sessions, answered once per line read (see :func:`force_command`).
+    """
     answers_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(answers_dir, 0o755)
     lengths: dict[int, str] = {}
@@ -108,6 +124,12 @@ def write_answers(answers_dir: Path, answers: dict[str, bytes]) -> dict[str, int
         path = answers_dir / str(len(command.encode()))
         path.write_bytes(answer)
         os.chmod(path, 0o644)
+        loop = path.with_name(path.name + ".loop")
+        if command in looping:
+            loop.write_bytes(b"")
+            os.chmod(loop, 0o644)
+        else:
+            loop.unlink(missing_ok=True)
     return {c: len(c.encode()) for c in answers}
 
 
@@ -217,11 +239,13 @@ def write_cheap_ssh_config(path: Path, user: str, key_file: str, known_hosts: st
 # recording the simulated node's answers
 
 
-async def _ssh_once(ssh_config: Path, name: str, command: str) -> tuple[bytes, bytes, int]:
+async def _ssh_once(ssh_config: Path, name: str, command: str, stdin: bytes | None = None
+                    ) -> tuple[bytes, bytes, int]:
     proc = await asyncio.create_subprocess_exec(
         "ssh", "-F", str(ssh_config), "-o", "ControlMaster=no", "-o", "ControlPath=none", name, command,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 120)
     return out, err, proc.returncode or 0
 
 
@@ -236,7 +260,8 @@ def _recording_files(m: Manifest, infos: dict[str, NodeInfo], known: list[str], 
         cfg = rec / f"inferbot-{state}.toml"
         write_config(cfg, [info], m, rec / f"state-{state}", {info.name: bench_dirs[info.name]})
         commands[state] = {"settings": settings_commands(str(cfg))[info.name],
-                           "watch": watch_commands(str(cfg))[info.name][0]}
+                           "watch": watch_commands(str(cfg))[info.name][0],
+                           "watch-session": watch_commands(str(cfg), persistent=True)[info.name][0]}
     return commands
 
 
@@ -273,9 +298,13 @@ async def record(workdir: Path, key: ClientKey, user: str, node_cost: bool, time
         answers: dict[str, dict[str, bytes]] = {}
         for state, info in infos.items():
             answers[state] = {}
-            for what in ("settings", "watch"):
-                out, err, rc = await _ssh_once(Path(m.ssh_config), info.name, commands[state][what])
-                if rc != 0 or END_MARK.encode() not in out:
+            for what in ("settings", "watch", "watch-session"):
+                # The persistent session (the leader's watcher) is asked once: one line in, one answer and
+                # its "done" line out, then its input ends and so does its loop.
+                out, err, rc = await _ssh_once(Path(m.ssh_config), info.name, commands[state][what],
+                                               b"\n" if what == "watch-session" else None)
+                if rc != 0 or END_MARK.encode() not in out or (
+                        what == "watch-session" and session_answer_end(bytearray(out)) is None):
                     raise RuntimeError(f"recording the {what} answer of the {state} node failed (exit {rc}): "
                                        f"{err.decode(errors='replace')[-500:]}")
                 answers[state][what] = out
@@ -292,8 +321,10 @@ async def record(workdir: Path, key: ClientKey, user: str, node_cost: bool, time
             "bench_dir": sims["loading"].bench_dir,
             "settings_command": commands["loading"]["settings"],
             "watch_command": commands["ready"]["watch"],
+            "watch_session_command": commands["ready"]["watch-session"],
             "settings_answer": answers["loading"]["settings"],
             "watch_answer": answers["ready"]["watch"],
+            "watch_session_answer": answers["ready"]["watch-session"],
             "node_cost": cost,
             "answers_by_state": {s: {w: len(a) for w, a in v.items()} for s, v in answers.items()},
         }
@@ -386,7 +417,8 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
         answers_dir = workdir / "answers"
         lengths = await asyncio.to_thread(write_answers, answers_dir, {
             rec["settings_command"]: rec["settings_answer"], rec["watch_command"]: rec["watch_answer"],
-            WARM_COMMAND: b""})
+            rec["watch_session_command"]: rec["watch_session_answer"], WARM_COMMAND: b""},
+            [rec["watch_session_command"]])
         t0 = time.monotonic()
         hosts = [cheap_host(i) for i in range(n_nodes)]
         for first in range(0, n_nodes, GROUP):
@@ -409,6 +441,13 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
                       "command_bytes": lengths[rec["watch_command"]], "answer_bytes": len(rec["watch_answer"]),
                       "answer_sha256": hashlib.sha256(rec["watch_answer"]).hexdigest(),
                       "answer_file": str(answers_dir / str(lengths[rec["watch_command"]]))},
+            # What the leader's watcher asks: the same probe on one persistent session per node, answered
+            # (the same answer, then its "done" line) once per newline.
+            "watch_session": {
+                "from": "simulated Kimi node, loaded and ready", "command_bytes": lengths[rec["watch_session_command"]],
+                "answer_bytes": len(rec["watch_session_answer"]),
+                "answer_sha256": hashlib.sha256(rec["watch_session_answer"]).hexdigest(),
+                "answer_file": str(answers_dir / str(lengths[rec["watch_session_command"]]))},
             "answers_by_state": rec["answers_by_state"],
             "node_cost": rec["node_cost"],
             "record_s": round(record_s, 1),

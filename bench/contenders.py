@@ -45,7 +45,7 @@ from handlers.settings import SETTINGS_PROBE
 from services.cluster import Cluster
 from services.models import CommandResult, NodeError
 from services.node.probe import ProbeTarget, build_script, remote_command
-from services.node.ssh import NodePool, NodeUnreachable
+from services.node.ssh import AnswerEnd, NodePool, NodeUnreachable
 
 END_MARK = "@@inferbot@@ end"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -101,16 +101,25 @@ class _RecordingPool(NodePool):
         self.sent[node.name] = (command, stdin)
         raise NodeUnreachable(NodeError(kind="other", reason="recorded, not sent", fix=""))
 
+    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None) -> CommandResult:
+        self.sent[node.name] = (command, None)  # a session's stdin is the trigger: one newline per answer
+        raise NodeUnreachable(NodeError(kind="other", reason="recorded, not sent", fix=""))
 
-def watch_commands(config_path: str) -> dict[str, tuple[str, str | None]]:
+
+def watch_commands(config_path: str, persistent: bool = False) -> dict[str, tuple[str, str | None]]:
     """Node name -> (command, stdin) the unplanned-restart watcher sends: taken from ``Cluster.probe_node``
-    with ``handlers.watcher.WATCH_PROBE`` itself, so it follows whatever the product builds."""
+    with ``handlers.watcher.WATCH_PROBE`` itself, so it follows whatever the product builds.
+
+    ``persistent``: the command of the leader's persistent session instead (``NodePool.ask``: it answers once
+    per newline written to it), not the one-shot command a pool without sessions runs.
+    """
     # Imported here: handlers.watcher brings the store (SQLAlchemy), which would raise this runner's own RSS,
     # and so the floor below which a child's ru_maxrss cannot be told from ours (see report.RSS_CAVEAT).
     from handlers.watcher import WATCH_PROBE
 
     config = load_config(config_path)
     pool = _RecordingPool()
+    pool.keep_sessions(persistent)
     cluster = Cluster(config, pool)
 
     async def all_nodes() -> None:

@@ -57,6 +57,23 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _thread_cpu_s() -> dict[str, float]:
+    """CPU seconds (user+sys) of each thread of this process, by name (``comm``) and id."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        out[f"{comm}:{tid}"] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def _vm_rss_kib() -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -266,7 +283,9 @@ async def pure(rec: Path, n: int, runs: int, state: str, render: bool, profile_p
 
 @dataclass
 class CheapNodes:
-    """sshds that answer every command with a recorded probe output (``ForceCommand cat FILE``)."""
+    """sshds that answer every command with a recorded probe output (``ForceCommand … cat FILE``); a command
+    whose length has a ``FILE.loop-LENGTH`` file (the watcher's persistent session) gets ``FILE.session`` once
+    per line it reads."""
 
     hosts: list[tuple[str, int]]
     user: str
@@ -332,7 +351,8 @@ def _start_sshd(client_public: Path, addrs: list[str], port: int, user: str, ans
         f"AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
         "LogLevel ERROR\nMaxStartups 200:30:400\nMaxSessions 20\n"
-        f"ForceCommand cat {answer_file}\n"
+        f'ForceCommand if [ -e {answer_file}.loop-${{#SSH_ORIGINAL_COMMAND}} ]; then while read -r t; do '
+        f'cat {answer_file}.session; done; else exec cat {answer_file}; fi\n'
     )
     (d / "sshd_config").write_text(cfg)
     with open(d / "sshd.log", "ab") as log:
@@ -442,13 +462,13 @@ class _Traffic:
         import base64
 
         self._b64 = base64
-        head, sep, rest = stdout.partition("\n@@inferbot@@ metrics ")
-        if not sep:
+        # The light probe's wire format: the /metrics section rides in the one base64 line (WRAP).
+        head, sep, rest = stdout.rpartition("\n@@inferbot@@ b64 ")
+        blob, nl, after = rest.partition("\n")
+        self._text = base64.b64decode(blob).decode() if sep else ""
+        if " metrics " not in self._text:
             raise ValueError("the recording has no /metrics sample (record it with the server ready)")
-        line, _, tail = rest.partition("\n")
-        body, _, after = tail.partition("\n")
-        self._head, self._line, self._after = head + sep + line + "\n", body, "\n" + after
-        self._text = base64.b64decode(body).decode()
+        self._head, self._after = head + sep, nl + after
         self._polls = 0
 
     def next(self) -> str:
@@ -466,13 +486,21 @@ class _Traffic:
         return self._head + self._b64.b64encode(text.encode()).decode() + self._after
 
 
+def session_answer(stdout: str) -> str:
+    """What the watcher's persistent session prints for a recorded one-shot answer: the same answer, then the
+    line ``<marker><its value> done`` (``services.node.probe.session_answer_end``)."""
+    value = stdout.partition("\n@@inferbot@@")[2].partition(" ")[0]
+    return f"{stdout}@@inferbot@@{value} done\n"
+
+
 async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, via_ssh: bool,
                 direct: int, profile_path: Path | None, traffic: bool = True) -> dict[str, Any]:
     """The bot's CPU per watcher poll (one node, one service), as the leader's scheduler runs it.
 
     Scheduled (default): a real ``BotScheduler`` on SQLite polls ``n`` nodes every ``interval`` s for ``seconds``
-    s (after one round to warm up); CPU of this process / polls made. That includes APScheduler (its job store
-    is in the database), the reconcile each poll does, the probe, the store and the health checks.
+    s (after one round to warm up); CPU of this process / polls made. That includes APScheduler, the probe, the
+    store and the health checks. The leader asks on one persistent session per node (``NodePool.ask``): with
+    ``--ssh`` the cheap nodes answer it once per newline, as the bot's session loop does.
     ``direct``: call ``bot.jobs.watch_node_job`` that many times for one node instead (no APScheduler).
     """
     from bot import jobs
@@ -482,6 +510,7 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
     from config.models import Node
     from handlers.notify import RecordingNotifier
     from services.models import CommandResult
+    from services.node.ssh import AnswerEnd
 
     _import_front_end()
     meta = _meta(rec)
@@ -493,22 +522,33 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
     try:
         if via_ssh:
             answer_file = work / "answer.out"
+            session_file = work / "answer.out.session"
             shutil.copy(rec / f"watch-{state}.out", answer_file)
+            session_file.write_text(session_answer(stdout))
+            os.chmod(session_file, 0o644)
             nodes = start_cheap_nodes(n, answer_file, work)
-            if traffic:  # the nodes' counters move: the answer file is rewritten twice a second
+            if traffic:  # the nodes' counters move: the answer files are rewritten twice a second
                 writer = _Traffic(stdout)
 
                 async def keep_writing() -> None:
                     while True:
-                        tmp = work / "answer.tmp"
-                        tmp.write_text(writer.next())
-                        os.chmod(tmp, 0o644)
-                        os.replace(tmp, answer_file)
+                        text = writer.next()
+                        for path, body in ((answer_file, text), (session_file, session_answer(text))):
+                            tmp = work / "answer.tmp"
+                            tmp.write_text(body)
+                            os.chmod(tmp, 0o644)
+                            os.replace(tmp, path)
                         await asyncio.sleep(0.5)
 
                 rewriting = asyncio.ensure_future(keep_writing())
             write_config(work / "inferbot.toml", n, nodes.hosts, str(nodes.key_file), str(nodes.known_hosts),
                          work / "state", meta["unit"], nodes.user)
+            from bench.contenders import watch_commands
+
+            # The session's command (the same for every node here) loops on the cheap nodes.
+            sent = await asyncio.to_thread(watch_commands, str(work / "inferbot.toml"), True)  # its own loop
+            for command, _stdin in set(sent.values()):
+                (work / f"answer.out.loop-{len(command.encode())}").write_text("")
         else:
             (work / "kh").write_text("")
             write_config(work / "inferbot.toml", n, None, "", str(work / "kh"), work / "state", meta["unit"])
@@ -525,7 +565,12 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
                     out = busy.next() if busy is not None else stdout
                     return CommandResult(exit_status=0, stdout=out, stderr="", elapsed_s=0.01)
 
+                async def fake_ask(node: Node, command: str, end: AnswerEnd,
+                                   limit_s: float | None = None) -> CommandResult:
+                    return await fake_run(node, command, limit_s)
+
                 rt.pool.run = fake_run  # type: ignore[method-assign]
+                rt.pool.ask = fake_ask  # type: ignore[method-assign]  # the leader's persistent session
             notifier = RecordingNotifier()
             if direct:
                 sched = BotScheduler(rt, notifier, watch_s=3600)
@@ -551,6 +596,8 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
                 await sched.start(watch=True)
                 await asyncio.sleep(interval * 1.5)  # every node polled once: baselines, connections
                 runs0, c0, t0 = rt.pool.runs, _cpu_s(), time.perf_counter()
+                s0 = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+                th0 = _thread_cpu_s()
                 prof = cProfile.Profile() if profile_path else None
                 if prof is not None:
                     prof.enable()
@@ -561,11 +608,18 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
                 cpu, wall = _cpu_s() - c0, time.perf_counter() - t0
                 polls = rt.pool.runs - runs0
                 await sched.shutdown()
+                sys_s = resource.getrusage(resource.RUSAGE_SELF).ru_stime - s0
+                th1 = _thread_cpu_s()
+                # Which threads spent it (the event loop's, the store's database thread, …): ms per poll.
+                out["thread_ms_per_poll"] = {
+                    k: round((v - th0.get(k, 0.0)) * 1000 / max(1, rt.pool.runs - runs0), 3)
+                    for k, v in th1.items() if v - th0.get(k, 0.0) > 0}
                 out.update(polls=polls, seconds=wall, cpu_ms_per_poll=cpu * 1000 / max(1, polls),
-                           core_pct=100 * cpu / wall,
+                           sys_ms_per_poll=sys_s * 1000 / max(1, polls), core_pct=100 * cpu / wall,
                            core_pct_at_512_every_15s=cpu * 1000 / max(1, polls) * 512 / 15 / 10)
             out["posts"] = len(notifier.posts)
             out["connects"] = rt.pool.connects
+            out["session_opens"] = rt.pool.session_opens
         out["peak_rss_kib"] = read_vm_hwm_kib()
         return out
     finally:

@@ -1,6 +1,6 @@
 """The watcher at scale: the bot's CPU while its scheduler polls N services every ``[watch] interval``.
 
-    python -m bench.watch_scale --config FILE --intervals 3
+    python -m bench.watch_scale --config FILE --intervals 3 [--profile FILE]
 
 Runs the real job path in its own process: ``runtime(config)`` (pool, cluster, SQLite store), the Slack front
 end's modules imported (as in ``inferbot serve``), and ``bot.scheduler.BotScheduler`` with its job store in
@@ -8,7 +8,10 @@ the bot's database, which adds one ``watch:<node>`` job per node (``bot.jobs.wat
 ``handlers.health_watch.watch`` → ``handlers.watcher.watch_node``) plus its ``reconcile`` job. Notices go to
 a ``RecordingNotifier`` (there should be none: the nodes' answers do not change).
 
-The first round (connections opened, baselines written) is not counted. Then this process's CPU
+The leader asks each node on one persistent session (``NodePool.ask``; the cheap nodes of ``bench.cheap``
+serve it): opened in the first round, then a newline and an answer per poll; ``window_session_opens`` says
+how many were opened in the window (0 when none failed). The first round (connections and sessions opened,
+baselines written) is not counted. Then this process's CPU
 (``getrusage``: every thread) is read at the start and the end of a window of exactly ``--intervals``
 intervals, so the window holds that many rounds whatever their phase: CPU % of one core = CPU ÷ window.
 Prints one JSON object.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import logging
 import resource
@@ -29,6 +33,7 @@ from typing import Any
 
 from bench.common import raise_nofile, read_vm_hwm_kib
 from bench.warm_client import _import_front_end
+from bot import jobs
 from bot.app import runtime
 from bot.scheduler import BotScheduler
 from config.loader import load_config
@@ -44,7 +49,12 @@ def _cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def measure(config_path: str, intervals: int, first_round_limit_s: float) -> dict[str, Any]:
+def _sys_s() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
+
+
+async def measure(config_path: str, intervals: int, first_round_limit_s: float,
+                  profile_path: str | None = None) -> dict[str, Any]:
     """Start the scheduler's watchers, let one round pass, then measure ``intervals`` intervals."""
     config = load_config(config_path)
     nodes = sorted({s.node for s in config.services})
@@ -79,24 +89,42 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float) 
         await sched.start(watch=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(first_round.wait(), first_round_limit_s)
+        live = jobs.current()
+        if live is not None:
+            # The first round's jobs go on after their probe answered (the watcher's first reads of its
+            # baselines, memos and last samples from the database, once per service): they end before the
+            # window opens, so it holds steady polls only.
+            await live.drain(first_round_limit_s)
         out["first_round_s"] = round(time.monotonic() - t0, 2)
         out["first_round_cpu_s"] = round(_cpu_s() - c0, 2)
         out["first_round_polls"] = dict(polls)
         if polls["ok"] + polls["failed"] < n:
             out["errors"].append(f"the first round did not finish within {first_round_limit_s:g}s")
         before = dict(polls)
-        c1, t1 = _cpu_s(), time.monotonic()
+        opens0 = rt.pool.session_opens
+        prof = cProfile.Profile() if profile_path else None
+        c1, t1, k1 = _cpu_s(), time.monotonic(), _sys_s()
+        if prof is not None:
+            prof.enable()
         await asyncio.sleep(intervals * interval)
-        c2, t2 = _cpu_s(), time.monotonic()
+        if prof is not None:
+            prof.disable()
+        c2, t2, k2 = _cpu_s(), time.monotonic(), _sys_s()
+        if prof is not None and profile_path is not None:
+            prof.dump_stats(profile_path)
+        window_opens = rt.pool.session_opens - opens0
         window_polls = {k: polls[k] - before[k] for k in polls}
         await sched.shutdown()
         out.update(
-            window_s=round(t2 - t1, 2), window_cpu_s=round(c2 - c1, 3),
+            window_s=round(t2 - t1, 2), window_cpu_s=round(c2 - c1, 3), window_sys_s=round(k2 - k1, 3),
             cpu_percent_of_one_core=round(100 * (c2 - c1) / (t2 - t1), 2),
             window_polls=window_polls, expected_polls=intervals * n,
             cpu_ms_per_poll=round(1000 * (c2 - c1) / max(1, sum(window_polls.values())), 2),
             notices=len(notifier.posts),
             connects=rt.pool.connects, failures=failures,
+            # The leader polls on one persistent session per node: opened in the first round, then one
+            # newline and one answer per poll (no channel opened in the window).
+            session_opens=rt.pool.session_opens, window_session_opens=window_opens,
         )
         if window_polls["failed"]:
             out["errors"].append(f"{window_polls['failed']} polls failed: {failures[:2]}")
@@ -112,10 +140,12 @@ def main() -> int:
     p.add_argument("--config", required=True)
     p.add_argument("--intervals", type=int, default=3)
     p.add_argument("--first-round-limit", type=float, default=240.0)
+    p.add_argument("--profile", help="write a cProfile of the measured window (its CPU figures then include "
+                                      "the profiler's own)")
     args = p.parse_args()
     raise_nofile()
     logging.getLogger("inferbot").setLevel(logging.WARNING)
-    result = asyncio.run(measure(args.config, args.intervals, args.first_round_limit))
+    result = asyncio.run(measure(args.config, args.intervals, args.first_round_limit, args.profile))
     json.dump(result, sys.stdout)
     print()
     return 0 if not result["errors"] else 1

@@ -96,6 +96,7 @@ class BotScheduler:
         self.first_job_at = None
         assert self.runtime.store is not None
         self.runtime.store.forget_watcher_memos()  # another replica may have led (and watched) meanwhile
+        self.runtime.pool.keep_sessions(True)  # the watchers' persistent sessions: the leader's only
         self._sched.start()
         for job in self._sched.get_jobs(jobstore="default"):
             if job.id == "reconcile" or job.id.startswith("watch:"):  # kept there by an older inferbot
@@ -112,6 +113,9 @@ class BotScheduler:
         if self._sched.running:
             self._sched.shutdown(wait=False)
             await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
+        # A standby keeps no channel open on any node: the watchers' sessions close (a poll still in flight
+        # gets its answer, or none, and opens no new one).
+        self.runtime.pool.keep_sessions(False)
         if self.runtime.store is not None:
             self.runtime.store.forget_watcher_memos(drop_pending=True)
 

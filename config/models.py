@@ -278,20 +278,52 @@ class BotConfig(_Strict):
 
     def node(self, name: str) -> Node:
         """The node called ``name``."""
-        for n in self.nodes:
-            if n.name == name:
-                return n
+        at = self._index.node.get(name)
+        if at is not None:
+            return self.nodes[at]
         raise KeyError(name)
 
     def service(self, name: str, node: str) -> Service | None:
         """The service called ``name`` on ``node``, if configured."""
-        return next((s for s in self.services if s.name == name and s.node == node), None)
+        at = self._index.service.get((name, node))
+        return self.services[at] if at is not None else None
+
+    def services_on(self, node: str) -> list[Service]:
+        """The services configured on ``node``, in the config's order."""
+        return [self.services[at] for at in self._index.on_node.get(node, ())]
+
+    @property
+    def _index(self) -> _Index:
+        # The watcher looks up its node and services every poll of every node: a scan of the lists was
+        # O(fleet) per poll. Built once per pair of lists (a model_copy with new lists gets its own).
+        ix: _Index | None = self.__dict__.get("_lookup")
+        if ix is None or ix.nodes is not self.nodes or ix.services is not self.services or ix.sizes != (
+                len(self.nodes), len(self.services)):
+            ix = _Index(self.nodes, self.services)
+            self.__dict__["_lookup"] = ix  # not a field: pydantic's equality, hash and dumps ignore it
+        return ix
 
     def access_for(self, service: Service | None) -> AccessPolicy:
         """The access policy for a service: its own ``[services.access]`` or the global one."""
         if service is not None and service.access is not None:
             return service.access
         return self.access
+
+
+class _Index:
+    """Positions of the nodes by name and of the services by (name, node) and by node (first one wins, as
+    the scans did)."""
+
+    def __init__(self, nodes: list[Node], services: list[Service]) -> None:
+        self.nodes, self.services, self.sizes = nodes, services, (len(nodes), len(services))
+        self.node: dict[str, int] = {}
+        for i, n in enumerate(nodes):
+            self.node.setdefault(n.name, i)
+        self.service: dict[tuple[str, str], int] = {}
+        self.on_node: dict[str, list[int]] = {}
+        for i, s in enumerate(services):
+            self.service.setdefault((s.name, s.node), i)
+            self.on_node.setdefault(s.node, []).append(i)
 
 
 Mode = Literal["socket", "http"]

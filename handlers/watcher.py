@@ -28,8 +28,10 @@ log = logging.getLogger("inferbot.watch")
 # One /metrics scrape of each ready server rides along (same round trip, only the lines sampled): the
 # samples behind charts. It runs every interval on every node, so it asks only what the watcher reads:
 # the unit's state from systemd, /health and that scrape (one curl), not what settings are made of.
+# Persistent: the leader asks it on one long-lived session per node (services/node/ssh.py NodePool.ask), so
+# a poll is a newline and its answer, not a channel opened and closed with the whole script sent again.
 WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metrics_filter=True,
-                           http_timeout_s=2.0, settings=False, api_info=False)
+                           http_timeout_s=2.0, settings=False, api_info=False, persistent=True)
 
 
 WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]
@@ -43,7 +45,7 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
     """
     store = require_store(ctx)
     node = ctx.config.node(node_name)
-    services = [s for s in ctx.config.services if s.node == node_name]
+    services = ctx.config.services_on(node_name)
     if not services:
         return []
     report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)

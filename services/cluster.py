@@ -20,11 +20,13 @@ from services.node.probe import (
     build_script,
     parse_output,
     remote_command,
+    session_answer_end,
     stdin_for,
 )
 from services.node.ssh import NodePool, NodeUnreachable
 
 log = logging.getLogger("inferbot.cluster")
+COMMANDS_KEPT = 4096  # distinct persistent-session commands remembered (about one per node)
 
 
 class NodeReport(Model):
@@ -59,6 +61,7 @@ class Cluster:
     def __init__(self, config: BotConfig, pool: NodePool) -> None:
         self.config = config
         self.pool = pool
+        self._commands: dict[tuple[object, ...], str] = {}  # persistent sessions' commands (_session_command)
 
     async def probe_node(
         self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool = True,
@@ -73,18 +76,24 @@ class Cluster:
         """
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
-        keys = [_api_key(s) for s in services]
-        targets = [
-            ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
-                        models=key is not None)  # /v1/models is always asked: with the key when held
-            for s, key in zip(services, keys, strict=True)
-        ]
-        script = build_script(targets, opts)
+        # A persistent probe (the watcher's) runs on the pool's long-lived session for this node when the pool
+        # keeps sessions (the scheduler's leader): one newline and its answer per poll, the script sent once.
+        persistent = opts.persistent and self.pool.sessions
         timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
         started = time.monotonic()
         try:
-            result = await self.pool.run(node, remote_command(script), limit_s=timeout,
-                                         stdin=stdin_for(targets, keys))
+            if persistent:
+                result = await self.pool.ask(node, self._session_command(services, opts), session_answer_end,
+                                             limit_s=timeout)
+            else:
+                keys = [_api_key(s) for s in services]
+                targets = [
+                    ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
+                                models=key is not None)  # /v1/models is always asked: with the key when held
+                    for s, key in zip(services, keys, strict=True)
+                ]
+                result = await self.pool.run(node, remote_command(build_script(targets, opts)), limit_s=timeout,
+                                             stdin=stdin_for(targets, keys))
         except NodeUnreachable as e:
             err = e.error
             states = [
@@ -109,14 +118,14 @@ class Cluster:
         secrets = _configured_secrets(services)
         if discover:
             for u in raw.units:
-                states.append(assemble(discovered_name(u.unit), node.name, u, facts, secrets))
+                states.append(assemble(discovered_name(u.unit), node.name, u, facts, secrets, opts.settings))
         for s in services:
             found = by_unit.get(s.unit)
             if found is None:
                 states.append(ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
                                            reason="the probe was cut short before this unit (node too slow?)"))
                 continue
-            states.append(assemble(s.name, node.name, found, facts, secrets))
+            states.append(assemble(s.name, node.name, found, facts, secrets, opts.settings))
         leftovers = attach_gpu_owners(states, facts)
         if not raw.complete:
             log.warning("probe output from %s was incomplete", node.name)
@@ -124,6 +133,22 @@ class Cluster:
                             processes=facts.processes if node_gpus else [], leftovers=leftovers, elapsed_s=elapsed,
                             discovered=raw.discovered)
         return report, states, raw if keep_raw else None
+
+    def _session_command(self, services: Sequence[Service], opts: ProbeOptions) -> str:
+        """The command of a persistent session for ``services`` (it reads no API key: stdin is its trigger).
+
+        Built once per distinct probe: it is asked every poll of every node, and only a changed config
+        changes it (the pool then replaces the session).
+        """
+        key = (tuple((s.unit, s.api_url, s.log_file, s.bench_dir) for s in services), tuple(vars(opts).values()))
+        command = self._commands.get(key)
+        if command is None:
+            targets = [ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir)
+                       for s in services]
+            if len(self._commands) >= COMMANDS_KEPT:
+                self._commands.clear()
+            command = self._commands[key] = remote_command(build_script(targets, opts, session=True))
+        return command
 
     async def snapshot(
         self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,

@@ -24,7 +24,7 @@ from bench.chart import draw, series
 from bench.cheap import GROUP, WARM_COMMAND, Group, cheap_host, record, start_group, write_answers
 from bench.contenders import END_MARK, Result, Run
 from config.models import Node
-from services.node.probe import parse_output
+from services.node.probe import parse_output, session_answer_end
 from services.node.ssh import NodePool, NodeUnreachable
 from tests.sshd import ClientKey
 
@@ -50,7 +50,9 @@ async def test_a_cheap_node_answers_the_bots_probe_with_exactly_the_recorded_byt
     assert END_MARK.encode() in settings and END_MARK.encode() in watch
     assert parse_output(settings.decode()).units[0].unit == "vllm-kimi-k25-int4.service"
     answers = workdir / "answers"
-    write_answers(answers, {rec["settings_command"]: settings, rec["watch_command"]: watch, WARM_COMMAND: b""})
+    session = rec["watch_session_answer"]  # the leader's watcher: one persistent session per node
+    write_answers(answers, {rec["settings_command"]: settings, rec["watch_command"]: watch, WARM_COMMAND: b"",
+                            rec["watch_session_command"]: session}, [rec["watch_session_command"]])
     hosts = [cheap_host(0), cheap_host(1)]
     group = await asyncio.to_thread(start_group, hosts, workdir / "g0", client_key.public, answers)
     try:
@@ -67,6 +69,17 @@ async def test_a_cheap_node_answers_the_bots_probe_with_exactly_the_recorded_byt
                 # Any other command is refused loudly, never answered with a recorded answer.
                 other = await pool.run(node, "id")
                 assert other.exit_status != 0 and other.stdout == ""
+            # The watcher's session: one channel, the recorded answer (its "done" line cut off) once per poll.
+            end = session_answer_end(bytearray(session))
+            assert end is not None and END_MARK.encode() in session[:end]
+            said, once = parse_output(session[:end].decode()), parse_output(watch.decode())
+            assert said.complete and [(u.unit, u.show) for u in said.units] == [(u.unit, u.show) for u in once.units]
+            pool.keep_sessions(True)
+            node = _node(group, hosts[0], ssh_user, client_key, known_hosts)
+            for _ in range(3):
+                got = await pool.ask(node, rec["watch_session_command"], session_answer_end)
+                assert got.stdout == session[:end].decode()
+            assert pool.session_opens == 1
         finally:
             await pool.close()
         # OpenSSH's client, byte for byte, with the host key checked.

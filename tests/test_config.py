@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from config.loader import ConfigError, find_config, load_config, parse_config
+from config.models import BotConfig
 
 GOOD = """
 [[nodes]]
@@ -148,3 +149,25 @@ def test_empty_config_says_what_to_add(tmp_path: Path, text: str) -> None:
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"empty.toml: the config is empty — add at least one \[\[nodes\]\]"):
         load_config(str(path))
+
+
+def test_lookups_by_name_find_what_a_scan_of_the_lists_finds() -> None:
+    config = BotConfig.model_validate({
+        "nodes": [{"name": f"n{i}", "host": f"127.0.0.{i + 2}"} for i in range(5)],
+        "services": [{"name": f"s{i % 3}", "node": f"n{i % 5}", "unit": f"u{i}.service"} for i in range(12)],
+    })
+    for n in config.nodes:
+        assert config.node(n.name) is n
+        assert config.services_on(n.name) == [s for s in config.services if s.node == n.name]
+        for s in config.services:
+            found = next((x for x in config.services if x.name == s.name and x.node == n.name), None)
+            assert config.service(s.name, n.name) is found
+    with pytest.raises(KeyError):
+        config.node("nope")
+    assert config.services_on("nope") == [] and config.service("s0", "nope") is None
+    # A copy with other lists answers from them, never from the original's.
+    moved = config.model_copy(update={"nodes": [config.nodes[0].model_copy(update={"host": "127.0.0.99"})],
+                                      "services": config.services[:1]})
+    assert moved.node("n0").host == "127.0.0.99" and moved.services_on("n1") == []
+    assert config.node("n0").host == "127.0.0.2"
+    assert config == BotConfig.model_validate(config.model_dump())  # the index is no part of the model

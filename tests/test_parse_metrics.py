@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.models import MetricsSample, StatsLine
+from services.parse import metrics
 from services.parse.metrics import (
     MetricsParseError,
     histogram_quantile,
@@ -194,3 +195,81 @@ def test_throughput_from_stats_line() -> None:
 def test_throughput_from_stats_without_time() -> None:
     line = StatsLine(prompt_tps=1.0, generation_tps=2.0, running=1, waiting=0)
     assert throughput_from_stats(line, datetime(2026, 1, 1, tzinfo=UTC)).age_seconds is None
+
+
+# --- the plain-line path (the watcher's filtered scrape) reads what prometheus_client reads ---------------
+
+PLAIN = [
+    'vllm:num_requests_running{engine="0",model_name="kimi-k2.5"} 22.0',
+    'vllm:generation_tokens_total{engine="0",model_name="kimi-k2.5"} 1807',
+    'vllm:kv_cache_usage_perc{engine="0",model_name="a,b c=d"} 4.9e-01',
+    'vllm:prompt_tokens_total 12.',
+    'vllm:prompt_tokens_total{} -3',
+    'vllm:prompt_tokens_total{engine="0",} 12345678901234567890',
+    'other_metric:x{a="é ü"} 1E3',
+    'vllm:num_requests_waiting{model_name=""} 0',
+]
+NOT_PLAIN = [
+    '# HELP vllm:num_requests_running running',
+    'vllm:num_requests_running{model_name="a\\"b"} 1',  # an escape
+    'vllm:num_requests_running{model_name="a}b"} 1',  # a brace inside a value
+    'vllm:num_requests_running{__name__="x"} 1',  # a reserved label
+    'vllm:num_requests_running{a="1",a="2"} 1',  # a label twice
+    'vllm:num_requests_running 1 1700000000000',  # a timestamp
+    'vllm:num_requests_running  1',
+    'vllm:num_requests_running\t1',
+    'vllm:num_requests_running { a="1"} 1',
+    'vllm:num_requests_running{a = "1"} 1',
+    'vllm:num_requests_running NaN',
+    'vllm:num_requests_running +Inf',
+    'vllm:num_requests_running +1',
+    'vllm:num_requests_running .5',
+    'vllm:num_requests_running 1_000',
+    'vllm:num_requests_running 1 # {trace_id="x"} 1',
+    '<html>not metrics</html>',
+    '200',
+]
+
+
+def _library(text: str) -> list[tuple[str, dict[str, str], float]] | str:
+    try:
+        return metrics._library_samples(text)
+    except Exception as e:
+        return f"error: {type(e).__name__}"
+
+
+@pytest.mark.parametrize("line", PLAIN)
+def test_a_plain_line_is_read_as_prometheus_client_reads_it(line: str) -> None:
+    got = metrics._plain_samples(line)
+    assert got is not None and got == _library(line)
+    for v in got:
+        assert type(v[2]) is float
+
+
+@pytest.mark.parametrize("line", NOT_PLAIN)
+def test_anything_else_goes_to_prometheus_client(line: str) -> None:
+    assert metrics._plain_samples(line) is None
+    assert metrics._plain_samples("\n".join([PLAIN[0], line, PLAIN[1]])) is None
+
+
+def test_the_recorded_watcher_scrapes_take_the_plain_path_with_the_same_result() -> None:
+    from services.node.probe import parse_output
+
+    for name in ("watch-ready.out", "watch-loading.out"):
+        raw = parse_output((Path(__file__).parent / "samples" / "probe" / name).read_text())
+        for unit in raw.units:
+            for scrape in unit.metrics:
+                body = scrape.probe.body
+                assert metrics._plain_samples(body) == _library(body)
+                assert metrics._plain_samples(body) is not None
+                assert parse_metrics(body) == metrics._parse_from(metrics._library_samples(body))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in METRICS.glob("*.prom")))
+def test_whole_scrapes_without_their_comments_read_the_same_either_way(name: str) -> None:
+    text = (METRICS / name).read_text()
+    bare = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    plain = metrics._plain_samples(bare)
+    assert plain is not None and plain == _library(bare)
+    assert metrics._parse(bare) == metrics._parse_from(metrics._library_samples(bare))
+    assert metrics._plain_samples(text) is None  # with # HELP / # TYPE: prometheus_client's

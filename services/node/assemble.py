@@ -32,7 +32,7 @@ from services.parse import bench as bench_parser
 from services.parse import gpu as gpu_parser
 from services.parse import metrics as metrics_parser
 from services.parse import systemd, unitfile, vllm_args, vllm_log
-from services.redact import REDACTED, Redactor, is_secret_name, redact_value
+from services.redact import REDACTED, Redactor, collect_secret_values, is_secret_name, redact_value
 
 # Variables that systemd, a login shell or a venv set by themselves: not part of the service's settings.
 AMBIENT_ENV = frozenset({
@@ -274,9 +274,19 @@ def classify(
 
 
 def assemble(
-    service_name: str, node_name: str, raw: UnitRaw, facts: NodeFacts, known_secrets: list[str] | None = None
+    service_name: str, node_name: str, raw: UnitRaw, facts: NodeFacts, known_secrets: list[str] | None = None,
+    settings: bool = True,
 ) -> ServiceState:
-    """Interpret one unit's probe output."""
+    """Interpret one unit's probe output.
+
+    ``settings`` False: the probe did not ask what the settings are made of (``ProbeOptions.settings``: the
+    watcher's probe, asked of every node every interval). Its answer is then read for the unit's state only
+    (:func:`_status`: the same state, reason, times, PIDs, API facts and throughput), not for a settings view
+    that such an answer could only take from ``systemctl show`` and that no reader of it looks at: model,
+    flags, env, command, pending changes and the warnings about them stay empty.
+    """
+    if not settings and _status_only(raw):
+        return _status(service_name, node_name, raw, facts, tuple(known_secrets or ()))
     warnings = WarningLines()
     show = _parse_show_cached(raw.show, facts.raw.tz) if raw.show_rc == 0 else UnitShow(id=raw.unit)
     unit = (
@@ -421,15 +431,7 @@ def assemble(
     warnings += vllm_args.removed_env_warnings(env_values)
 
     state, reason = classify(show, raw, progress, facts.now)
-    version: str | None = None
-    if raw.version is not None and raw.version.status == 200:
-        try:
-            v = json.loads(raw.version.body).get("version")
-            version = str(v) if v else None
-        except (ValueError, AttributeError):
-            version = None
-    if version is None and journal:
-        version = vllm_log.parse_banner_version(journal)
+    version = _version(raw, journal)
 
     gpus = _visible_gpus(facts.gpus, env_values.get("CUDA_VISIBLE_DEVICES"))
     if facts.gpu_error:
@@ -468,6 +470,31 @@ def assemble(
         invocation_id=show.invocation_id,
         phase=progress.phase if state in ("loading", "starting", "ready") else None,
     )
+    _live(st, raw, journal, progress, show, facts, redactor)
+    st.pending_changes = [redactor.text(p) for p in pending] if pending_known else None
+    return st
+
+
+
+def _version(raw: UnitRaw, journal: str) -> str | None:
+    """vLLM's version: what /version said, else the journal's start-up banner."""
+    version: str | None = None
+    if raw.version is not None and raw.version.status == 200:
+        try:
+            v = json.loads(raw.version.body).get("version")
+            version = str(v) if v else None
+        except (ValueError, AttributeError):
+            version = None
+    if version is None and journal:
+        version = vllm_log.parse_banner_version(journal)
+    return version
+
+
+def _live(st: ServiceState, raw: UnitRaw, journal: str, progress: LoadProgress, show: UnitShow, facts: NodeFacts,
+          redactor: Redactor) -> None:
+    """What the unit is doing now, onto ``st``: load progress, throughput (and a hang it shows), the served
+    models, the recent log lines, the benchmark results."""
+    state = st.state
     if progress.total and state in ("loading", "starting"):
         fraction = round(progress.fraction or 0, 3)
         st.progress = {"done": progress.done or 0, "total": progress.total, "fraction": fraction}
@@ -494,7 +521,6 @@ def assemble(
         # One call for all lines, so a PEM key spread over several journal lines goes whole.
         st.logs = redactor.lines([line.replace("\r", " ").rstrip() for line in raw.logs.split("\n") if line.strip()])
     st.need_daemon_reload = show.need_daemon_reload
-    st.pending_changes = [redactor.text(p) for p in pending] if pending_known else None
     if raw.bench_files:
         records: list[dict[str, object]] = []
         for path, text in raw.bench_files.items():
@@ -502,8 +528,81 @@ def assemble(
         st.bench = bench_parser.summarize_bench(records)
     elif raw.bench_dir is not None:
         st.bench = BenchSummary()
+
+
+def _status_only(raw: UnitRaw) -> bool:
+    """True when the answer holds none of what settings are made of (the unit file, the files it reads, the
+    processes' argv and environment, vLLM's logged arguments): what a probe without ``settings`` returns."""
+    return (raw.cat == "" and raw.cat_rc == 0 and raw.cmdline is None and raw.environ is None
+            and raw.child_environ is None and not raw.procs and raw.procs_src is None and raw.vargs is None
+            and not raw.files)
+
+
+def _status(service_name: str, node_name: str, raw: UnitRaw, facts: NodeFacts, known: tuple[str, ...]
+            ) -> ServiceState:
+    """:func:`assemble` of an answer without settings (see there): the unit's state only, redacted with the
+    secrets the whole interpretation would have found in the same answer (:func:`_status_inputs`)."""
+    shown = raw.show if raw.show_rc == 0 else None
+    show = _parse_show_cached(shown, facts.raw.tz) if shown is not None else UnitShow(id=raw.unit)
+    secrets, visible = _status_inputs(raw.unit, shown, facts.raw.tz, known)
+    redactor = Redactor(secrets)
+    journal = raw.journal or ""
+    progress = vllm_log.parse_load_progress(journal) if journal else LoadProgress()
+    api = _api_facts(raw)
+    state, reason = classify(show, raw, progress, facts.now)
+    warnings = WarningLines()
+    if facts.gpu_error:
+        warnings.add("gpu-query-failed", facts.gpu_error)
+    st = ServiceState(
+        service=service_name,
+        node=node_name,
+        unit=raw.unit,
+        state=state,
+        reason=redactor.text(reason) if reason else None,
+        since=_since(show, state),
+        active=f"{show.active_state} ({show.sub_state})" if show.active_state else "",
+        main_pid=show.main_pid,
+        restarts=show.n_restarts,
+        version=_version(raw, journal),
+        gpus=_visible_gpus(facts.gpus, visible),
+        warnings=[redactor.text(w) for w in dict.fromkeys(warnings)],
+        warning_kinds={redactor.text(w): k for w, k in warnings.kinds.items()},
+        reason_kind="unit-not-found" if _unit_missing(show, raw) else None,
+        api_model=redactor.text(api.root) if api.root else None,
+        api_max_model_len=api.max_model_len,
+        api_url=raw.url,
+        invocation_id=show.invocation_id,
+        phase=progress.phase if state in ("loading", "starting", "ready") else None,
+    )
+    _live(st, raw, journal, progress, show, facts, redactor)
     return st
 
+
+@functools.lru_cache(maxsize=CACHE_ENTRIES)
+def _status_inputs(unit_name: str, show_text: str | None, tz: str, known: tuple[str, ...]
+                   ) -> tuple[tuple[str, ...], str | None]:
+    """For an answer without settings: every secret :func:`assemble` would redact (the configured keys, the
+    secret values of the command the unit declares and of its secret-named variables) and the unit's
+    CUDA_VISIBLE_DEVICES. They depend on ``systemctl show`` alone, which changes only with the unit: worked
+    out once per distinct text, as the whole interpretation works them out."""
+    raw = UnitRaw(unit=unit_name, show=show_text or "", show_rc=0 if show_text is not None else 1)
+    show = _parse_show_cached(show_text, tz) if show_text is not None else UnitShow(id=unit_name)
+    scratch = WarningLines()
+    unit = _parse_unit_cached("", _instance(unit_name), unit_name)
+    unit_env = _unit_env(raw, unit, show, scratch)
+    argv = show.exec_start_argv
+    declared = _parse_cmd(raw, argv, scratch) if argv else None
+    # The command assemble() reads the settings from when the answer has no process to read: the declared one.
+    cmd = declared if declared is not None and (declared.wrapper != "unknown" or not show.main_pid) else None
+    env = dict(unit_env)
+    if cmd is not None and cmd.wrapper == "docker":
+        env.update(_docker_env(raw, cmd, {}))
+    secrets = list(known)
+    if declared is not None:
+        secrets += vllm_args.secret_values(declared)
+        secrets += collect_secret_values(declared.flags)
+    secrets += [v for k, v in unit_env.items() if is_secret_name(k)]
+    return tuple(secrets), env.get("CUDA_VISIBLE_DEVICES")
 
 
 @dataclass

@@ -22,7 +22,7 @@ import re
 import shlex
 from datetime import UTC, datetime
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from config.models import API_URL_RE, PATH_RE, UNIT_RE
 from services.models import HttpProbe, Model
@@ -100,6 +100,16 @@ class ProbeOptions(Model):
     # process's argv and environment, the unit's other processes. The watcher needs none of it.
     settings: bool = True
     api_info: bool = True  # /version and /v1/models of a server whose /health answered
+    # Asked again and again (the watcher, every interval): a pool that keeps sessions (the scheduler's leader)
+    # runs it on one long-lived channel, answered once per newline (build_script's ``session``), instead of
+    # sending the script on a new channel each time. What the node answers is the same.
+    persistent: bool = False
+
+    @model_validator(mode="after")
+    def _session_reads_no_key(self) -> ProbeOptions:
+        if self.persistent and self.api_info:
+            raise ValueError("a persistent probe cannot ask /v1/models: its stdin is the trigger, not the API key")
+        return self
 
 
 _HELPERS = r"""
@@ -109,15 +119,19 @@ NL='
 '
 CGR=/sys/fs/cgroup
 MB='@@inferbot@@'
-# Every section marker carries a random value read here. It is never on a command line (argv is world-
-# readable in /proc; a process's environment and memory are not; awk reads it from its environment), so
-# no byte on the node (a journal line, a file, an HTTP body, a process title) can forge a marker.
-N=''
-read -r N 2>/dev/null </proc/sys/kernel/random/uuid
-N=${N%-*-*}  # 60 random bits are plenty (one guess per answer, no feedback); each marker carries them
-[ -n "$N" ] || N=$(od -An -N8 -tx1 /dev/urandom 2>/dev/null | tr -d ' \n')
-M="$MB$N"
-export M
+# Every section marker carries a random value read here (nn), again for each answer of a persistent session.
+# It is never on a command line (argv is world-readable in /proc; a process's environment and memory are
+# not; awk reads it from its environment), so no byte on the node (a journal line, a file, an HTTP body, a
+# process title) can forge a marker.
+nn() {
+  N=''
+  read -r N 2>/dev/null </proc/sys/kernel/random/uuid
+  N=${N%-*-*}  # 60 random bits are plenty (one guess per answer, no feedback); each marker carries them
+  [ -n "$N" ] || N=$(od -An -N8 -tx1 /dev/urandom 2>/dev/null | tr -d ' \n')
+  M="$MB$N"
+  export M
+}
+nn
 # The effective uid from the shell's own status file (no process for `id -u`).
 U=''
 while read -r k _ e _; do case $k in Uid:) U=$e; break;; esac; done 2>/dev/null </proc/self/status
@@ -618,8 +632,17 @@ _SENT_HELPERS = _minify(_HELPERS)
 _SENT_DISCOVER = _minify(_DISCOVER)
 
 
-def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
-    """The remote script for ``targets`` (or unit discovery when ``options.discover``)."""
+def build_script(targets: list[ProbeTarget], options: ProbeOptions, session: bool = False) -> str:
+    """The remote script for ``targets`` (or unit discovery when ``options.discover``).
+
+    ``session``: the same probe as a loop that answers once per line read from stdin, each answer followed
+    by the line ``<marker> done`` (:func:`session_answer_end`), until stdin ends. What the bot writes is a
+    trigger only: it is read into a variable nothing looks at, and the probe itself reads /dev/null, so no
+    byte the bot sends reaches anything. It reads no API key (stdin is the trigger): a session cannot ask
+    ``/v1/models`` with one.
+    """
+    if session and any(t.models for t in targets):
+        raise ValueError("a persistent probe reads no API key: its stdin is the trigger")
     for t in targets:
         # Defence in depth: the config validated these, but the script must never see anything else.
         if not UNIT_RE.match(t.unit):
@@ -679,9 +702,48 @@ def build_script(targets: list[ProbeTarget], options: ProbeOptions) -> str:
     # One base64 for everything (raw sections inside, see the module's docstring), written at once (one
     # write): each small write would otherwise travel as its own SSH packet, and the bot's per-packet cost
     # (decrypt, parse, in Python) was most of its CPU per question. The last line, plain, says it finished.
-    lines += ["}", 'o=$( { b=$(main 3>&4 | base64 -w0); printf \'%s b64 %s\\n%s end\' "$MB" "$b" "$MB"; } 4>&1 )',
+    answer = ['o=$( { b=$(main 3>&4 | base64 -w0); printf \'%s b64 %s\\n%s end\' "$MB" "$b" "$MB"; } 4>&1 )',
               "printf '%s' \"$o$NL\""]
+    if not session:
+        lines += ["}", *answer]
+    else:
+        # One answer per line read (the bot's trigger, read into t and never used), each with a fresh marker
+        # value (nn), then the line "<marker> done": no byte inside an answer can end it early. The probe
+        # reads /dev/null, never the trigger stream. At the end of stdin (the bot closed the channel) the
+        # loop ends, and so does the shell; in between it sits in read(2), costing the node nothing.
+        answer[0] = answer[0].replace("$(main 3>&4 |", "$(main 3>&4 </dev/null |")
+        lines += ["}", "while IFS= read -r t; do", "nn", answer[0], "printf '%s' \"$o$NL$M done$NL\"", "done"]
     return "\n".join(lines) + "\n"
+
+
+SESSION_DONE = b" done\n"
+
+
+def session_answer_end(data: bytes | bytearray) -> int | None:
+    """Where the first answer of a persistent probe session ends in ``data`` (its ``done`` line cut off), or
+    None while it is incomplete.
+
+    The answer's own marker value is read from its first marker line (the node line, before any content),
+    and the answer is complete when ``data`` ends with ``<marker><value> done``: content cannot hold that
+    value, so no byte the node prints can end an answer early, and bytes after it (which the bot never
+    asked for) leave it incomplete.
+    """
+    if not data.endswith(SESSION_DONE):
+        return None
+    mark = b"\n" + MARK.encode()
+    first = data.find(mark)
+    if first < 0:
+        return None
+    value_end = data.find(b" ", first + len(mark))
+    if value_end < 0:
+        return None
+    value = data[first + len(mark) : value_end]
+    if not value or b"\n" in value:
+        return None
+    done = mark + value + SESSION_DONE
+    if not data.endswith(done) or len(data) - len(done) <= first:
+        return None
+    return len(data) - len(done) + 1  # the answer keeps its own last newline
 
 
 def stdin_for(targets: list[ProbeTarget], keys: list[str | None]) -> str | None:

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncssh
@@ -36,11 +37,116 @@ class NodeUnreachable(Exception):
         self.error = error
 
 
+# A persistent session keeps at most this much of what the node wrote on stderr during one answer (only the
+# first line is ever shown, when the node's shell did not run the probe).
+SESSION_STDERR_MAX = 4096
+AnswerEnd = Callable[[bytearray], int | None]
+"""Where the first answer in the bytes read so far ends (the session's own trailer cut off), or None."""
+
+
+class _Session(asyncssh.SSHClientSession[bytes]):
+    """One long-lived channel running a fixed remote loop that answers once per newline it reads.
+
+    It holds one of its connection's channel permits from the moment it is opened until the channel is
+    closed (by us, by the node, or with the connection): an idle session channel counts against sshd's
+    MaxSessions like any other.
+    """
+
+    def __init__(self, command: str, end: AnswerEnd, permit: asyncio.Semaphore) -> None:
+        self.command = command
+        self._end = end
+        self._permit: asyncio.Semaphore | None = permit
+        self.chan: asyncssh.SSHClientChannel[bytes] | None = None
+        self.conn: asyncssh.SSHClientConnection | None = None
+        self.out = bytearray()
+        self.err = bytearray()
+        self.closed = False
+        self.exit_status: int | None = None
+        self.answers = 0  # answers it gave (0: freshly opened)
+        self.lost: Exception | None = None  # why the connection under it failed, if it did
+        self._waiter: asyncio.Future[int | None] | None = None
+
+    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
+        self.chan = chan
+
+    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
+        if datatype == asyncssh.EXTENDED_DATA_STDERR:
+            if len(self.err) < SESSION_STDERR_MAX:
+                self.err += data[: SESSION_STDERR_MAX - len(self.err)]
+            return
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self.close()  # output nobody asked for: this session can no longer be trusted to frame answers
+            return
+        self.out += data
+        end = self._end(self.out)
+        if end is not None:
+            waiter.set_result(end)
+
+    def exit_status_received(self, status: int) -> None:
+        self.exit_status = status
+
+    def eof_received(self) -> bool:
+        return False  # the loop ended: let the channel close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.lost = exc
+        self._release()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)  # ended before this answer was complete
+
+    def _release(self) -> None:
+        permit, self._permit = self._permit, None
+        if permit is not None:
+            permit.release()
+
+    def close(self) -> None:
+        """Close the channel (the node's loop reads end of input and exits); the permit is released when
+        the channel is gone."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.chan is not None:
+            self.chan.close()
+        else:
+            self._release()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def answer(self, within_s: float) -> int | None:
+        """Ask for one answer (write the trigger): its length in ``out``, or None when the channel ended first;
+        ``TimeoutError`` after ``within_s``. (A timer on the future, not ``wait_for``: no task per answer.)"""
+        assert self.chan is not None
+        self.out.clear()
+        self.err.clear()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[int | None] = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_later(within_s, _time_out, waiter)
+        try:
+            self.chan.write(b"\n")
+        except OSError:  # the channel is already closing (BrokenPipeError)
+            self.close()
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+def _time_out(waiter: asyncio.Future[int | None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 @dataclass
 class _Slot:
     conn: asyncssh.SSHClientConnection | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     channels: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CHANNELS))
+    session: _Session | None = None  # at most one persistent session per connection
+    session_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class NodePool:
@@ -51,6 +157,27 @@ class NodePool:
         self._keepalive = keepalive_s
         self.connects = 0  # how many SSH handshakes were made (the benchmark reports it)
         self.runs = 0
+        self.session_opens = 0  # persistent sessions opened: each one channel and one exec request
+        self._sessions = False
+
+    @property
+    def sessions(self) -> bool:
+        """True while persistent sessions may be kept (:meth:`ask`): only the scheduler's leader keeps them."""
+        return self._sessions
+
+    def keep_sessions(self, on: bool) -> None:
+        """Allow persistent sessions (the scheduler's leader), or stop allowing them and close every open one
+        (leadership lost, shutdown): a standby keeps no channel open on any node."""
+        self._sessions = on
+        if not on:
+            self.end_sessions()
+
+    def end_sessions(self) -> None:
+        """Close every persistent session (each node's loop ends when its channel does)."""
+        for slot in self._slots.values():
+            if slot.session is not None:
+                slot.session.close()
+                slot.session = None
 
     def _slot(self, node: Node) -> _Slot:
         # Any change to how the node is reached or verified must not reuse the old connection.
@@ -139,8 +266,103 @@ class NodePool:
             )
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None) -> CommandResult:
+        """One answer of the persistent session running the fixed ``command`` on ``node`` (opened when there
+        is none): one newline written, the answer read up to where ``end`` says it ends. One round trip.
+
+        Failures read as :meth:`run`'s do (``NodeUnreachable``, the same reasons): a session that fails, times
+        out (``limit_s``, else the node's timeout) or was cut off is closed, and the next call opens a new
+        one; a session that ended while idle (the node restarted, the connection dropped, its process was
+        killed) is replaced at once, as :meth:`run` reconnects once. A session that ends while answering
+        gives what it printed and its stderr, as a command that exited would (the caller judges the output).
+        """
+        if not self._sessions:
+            raise RuntimeError("persistent sessions are not allowed on this pool (keep_sessions)")
+        limit = limit_s if limit_s is not None else node.timeout
+        deadline = time.monotonic() + limit
+        started = time.monotonic()
+        slot = self._slot(node)
+        async with slot.session_lock:
+            for attempt in (1, 2):
+                session = slot.session
+                if session is not None and (session.closed or session.command != command
+                                            or session.conn is not slot.conn):
+                    session.close()  # ended, or a different probe (the config changed), or an old connection
+                    session = slot.session = None
+                if session is None:
+                    if not self._sessions:  # closed under this call: the lead was lost, or the bot is stopping
+                        raise NodeUnreachable(NodeError(
+                            kind="other", reason="the persistent session was closed: this replica stopped leading "
+                                                 "or is stopping", fix=""))
+                    session = await self._open_session(node, slot, command, end, deadline, limit, attempt)
+                    if session is None:
+                        continue  # the connection had died: reconnected, try once more
+                try:
+                    got = await session.answer(max(0.5, deadline - time.monotonic()))
+                except BaseException as e:
+                    self._drop(slot, session)  # mid-answer: what it prints later must not be read as the next
+                    if isinstance(e, TimeoutError):
+                        raise NodeUnreachable(describe_error(node, e, limit)) from None
+                    raise
+                if got is None:
+                    self._drop(slot, session)
+                    if session.lost is not None:  # the connection failed under it: as run() does, once more
+                        slot.conn = None
+                        if attempt == 2:
+                            raise NodeUnreachable(describe_error(node, session.lost, limit)) from None
+                        continue
+                    if not session.out and session.answers and attempt == 1:
+                        continue  # it had ended while idle (its process killed): a new one
+                    # It ended while answering: what it printed, as a command that exited (the caller judges).
+                    return CommandResult(exit_status=session.exit_status, stdout=_text(bytes(session.out)),
+                                         stderr=_text(bytes(session.err)), elapsed_s=time.monotonic() - started)
+                session.answers += 1
+                self.runs += 1
+                stdout = session.out[:got].decode("utf-8", "replace")
+                stderr = session.err.decode("utf-8", "replace") if session.err else ""
+                if not self._sessions:
+                    self._drop(slot, session)  # leadership was lost while it answered
+                return CommandResult(exit_status=None, stdout=stdout, stderr=stderr,
+                                     elapsed_s=time.monotonic() - started)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _open_session(self, node: Node, slot: _Slot, command: str, end: AnswerEnd, deadline: float,
+                            limit: float, attempt: int) -> _Session | None:
+        """Open the persistent session (one channel, held until it closes); None when the pooled connection had
+        died and was dropped (the caller tries once more); ``NodeUnreachable`` as :meth:`run` raises it."""
+        conn = await self._connection(node, max(0.5, deadline - time.monotonic()))
+        await slot.channels.acquire()  # released by the session when its channel is gone
+        session = _Session(command, end, slot.channels)
+        try:
+            remaining = max(0.5, deadline - time.monotonic())
+            await asyncio.wait_for(conn.create_session(lambda: session, command, encoding=None), remaining)
+        except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
+                ConnectionResetError, BrokenPipeError) as e:
+            session.close()
+            slot.conn = None
+            if attempt == 2:
+                raise NodeUnreachable(describe_error(node, e, limit)) from None
+            return None
+        except BaseException as e:
+            session.close()
+            if isinstance(e, TimeoutError | asyncssh.TimeoutError):
+                raise NodeUnreachable(describe_error(node, e, limit)) from None
+            raise
+        session.conn = conn
+        slot.session = session
+        self.session_opens += 1
+        return session
+
+    @staticmethod
+    def _drop(slot: _Slot, session: _Session) -> None:
+        session.close()
+        if slot.session is session:
+            slot.session = None
+
     async def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (and the sessions on them)."""
+        self._sessions = False
+        self.end_sessions()
         conns = [s.conn for s in self._slots.values() if s.conn is not None]
         self._slots.clear()
         for c in conns:

@@ -214,3 +214,66 @@ def test_simulator_reads_units_like_real_systemd(real_node: RealNode, tmp_path: 
     if os.environ.get("INFERBOT_RECORD_SYSTEMD"):
         keep = [c for c in cases if c["unit"] in ("syntax.service", "quoting.service", real_node.template_unit)]
         RECORDING.write_text(json.dumps(keep, indent=1, ensure_ascii=False) + "\n")
+
+
+def _watched(states: list[Any]) -> list[tuple[Any, ...]]:
+    """What the watcher reads of a poll (handlers/watcher.py, handlers/health_watch.py)."""
+    return [(s.service, s.state, s.reason, s.active, s.main_pid, s.restarts, s.invocation_id, s.since)
+            for s in states]
+
+
+def _loop_pids(node: RealNode) -> list[int]:
+    """The node's persistent session loops (the watch probe's ``sh -c`` with its read loop)."""
+    # ("[t]": this grep's own command line does not match its pattern.)
+    out = node.container.run("sh", "-c", "grep -l 'while IFS= read -r [t]; do' /proc/[0-9]*/cmdline 2>/dev/null",
+                             check=False).stdout
+    return [int(p.split("/")[2]) for p in out.split()]
+
+
+async def test_the_watchers_persistent_session_reads_real_systemd_as_one_shot_probes_do(
+        real_node: RealNode, tmp_path: Path) -> None:
+    """The leader's watcher asks on one long-lived session per node: real systemd, every unit of the node."""
+    import asyncio
+
+    from handlers.watcher import WATCH_PROBE
+    from services.cluster import Cluster
+    from services.node.ssh import NodePool
+
+    cfg = real_node.config(tmp_path)
+    node = cfg.nodes[0]
+    services = cfg.services_on(node.name)
+    once = NodePool()
+    try:
+        report, expected, _ = await Cluster(cfg, once).probe_node(node, services, WATCH_PROBE)
+    finally:
+        await once.close()
+    assert report.ok
+    pool = NodePool()
+    pool.keep_sessions(True)
+    try:
+        cluster = Cluster(cfg, pool)
+        polls = [await cluster.probe_node(node, services, WATCH_PROBE) for _ in range(3)]
+        assert pool.session_opens == 1 and pool.runs == 3 and all(r.ok for r, _, _ in polls)
+        for _, states, _ in polls:
+            assert _watched(states) == _watched(expected)
+        by_name = {s.service: s for s in polls[-1][1]}
+        assert by_name["std"].state == "ready" and by_name["corpus-fail"].state == "failed"
+        leaks = [v for shape in corpus.SHAPES for v in shape.values
+                 for _, states, _ in polls for s in states if v in s.model_dump_json()]
+        assert not leaks, leaks
+        # Between polls the node's loop waits in read(2): asleep, and no CPU spent.
+        (pid,) = _loop_pids(real_node)
+
+        def stat() -> list[str]:
+            return real_node.container.run("cat", f"/proc/{pid}/stat").stdout.rpartition(")")[2].split()
+
+        before = stat()
+        await asyncio.sleep(2)
+        after = stat()
+        assert after[0] == "S" and after[11:13] == before[11:13], (before, after)  # state; utime, stime
+    finally:
+        await pool.close()
+    deadline = asyncio.get_running_loop().time() + 10
+    while _loop_pids(real_node):
+        assert asyncio.get_running_loop().time() < deadline, "the session's loop outlived its channel"
+        await asyncio.sleep(0.1)
