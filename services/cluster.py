@@ -17,9 +17,8 @@ from services.node.probe import (
     NodeRaw,
     ProbeOptions,
     ProbeTarget,
-    build_script,
     parse_output,
-    remote_command,
+    probe_command,
     stdin_for,
 )
 from services.node.ssh import NodePool, NodeUnreachable
@@ -79,11 +78,11 @@ class Cluster:
                         models=key is not None)  # /v1/models is always asked: with the key when held
             for s, key in zip(services, keys, strict=True)
         ]
-        script = build_script(targets, opts)
+        command = probe_command(tuple(targets), opts)
         timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
         started = time.monotonic()
         try:
-            result = await self.pool.run(node, remote_command(script), limit_s=timeout,
+            result = await self.pool.run(node, command, limit_s=timeout,
                                          stdin=stdin_for(targets, keys))
         except NodeUnreachable as e:
             err = e.error

@@ -14,7 +14,7 @@ from config.models import BotConfig, Node
 from handlers.settings import SETTINGS_PROBE
 from services.cluster import Cluster
 from services.models import CommandResult
-from services.node.probe import NodeRaw
+from services.node.probe import NodeRaw, ProbeOptions, ProbeTarget, build_script, probe_command, remote_command
 from services.node.ssh import NodePool
 
 SAMPLES = Path(__file__).parent / "samples" / "probe"
@@ -22,15 +22,17 @@ KIMI_UNIT = "vllm-kimi-k25-int4.service"
 
 
 class RecordedPool(NodePool):
-    """Every node answers with the same recorded probe output."""
+    """Every node answers with the same recorded probe output; the commands it was given are kept."""
 
     def __init__(self, stdout: str) -> None:
         super().__init__()
         self.stdout = stdout
+        self.commands: list[str] = []
 
     async def run(self, node: Node, command: str, limit_s: float | None = None,
                   stdin: str | None = None) -> CommandResult:
         self.runs += 1
+        self.commands.append(command)
         return CommandResult(exit_status=0, stdout=self.stdout, stderr="", elapsed_s=0.01)
 
 
@@ -82,3 +84,18 @@ def test_what_is_parsed_once_per_text_is_never_shared_with_an_answer() -> None:
     first.warnings.clear()
     again = assemble("kimi", "n000", raw.units[0], NodeFacts(raw))
     assert again == expected and again.flags and again.env and again.command
+
+
+async def test_nodes_that_run_the_same_units_are_sent_one_shared_command() -> None:
+    """The probe's command (~17 KB) is one object for every node with the same units, not one per node: 512
+    copies (and their scripts) were 17 MB of the answer's peak. It is still exactly the fixed template."""
+    config = fleet(3)
+    pool = RecordedPool((SAMPLES / "settings-loading.out").read_text())
+    await Cluster(config, pool).snapshot(config.services, config.nodes, SETTINGS_PROBE)
+    target = ProbeTarget(unit=KIMI_UNIT, models=False)
+    assert pool.commands[0] == remote_command(build_script([target], SETTINGS_PROBE))
+    assert len({id(c) for c in pool.commands}) == 1 and len(pool.commands) == 3
+    # Equal targets and options built apart give the same object; a different probe another command.
+    again = probe_command((ProbeTarget(unit=KIMI_UNIT),), ProbeOptions(bench=True))
+    assert again is pool.commands[0]
+    assert probe_command((target,), ProbeOptions(bench=True, journal_lines=10)) != again
