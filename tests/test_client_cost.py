@@ -9,6 +9,8 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
+import pytest
+
 from bot.app import GC_THRESHOLDS, runtime
 from config.models import BotConfig, Node
 from handlers.settings import SETTINGS_PROBE
@@ -99,3 +101,47 @@ async def test_nodes_that_run_the_same_units_are_sent_one_shared_command() -> No
     again = probe_command((ProbeTarget(unit=KIMI_UNIT),), ProbeOptions(bench=True))
     assert again is pool.commands[0]
     assert probe_command((target,), ProbeOptions(bench=True, journal_lines=10)) != again
+
+
+async def test_commands_start_behind_the_gate_and_run_beyond_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``EXEC_GATE`` commands wait for their exec request's answer at once (asyncssh keeps each
+    request's bytes until then); once started, any number run and send their output."""
+    import asyncio
+
+    from services.node import ssh
+
+    monkeypatch.setattr(ssh, "EXEC_GATE", 2)
+    pool = NodePool()
+    starting = running = most_starting = most_running = 0
+
+    class Finished:
+        exit_status = 0
+        stdout = "out"
+        stderr = ""
+
+    class Process:
+        async def wait(self, check: bool = False, timeout: float | None = None) -> Finished:  # noqa: ASYNC109
+            nonlocal running, most_running
+            running += 1
+            most_running = max(most_running, running)
+            await asyncio.sleep(0.05)
+            running -= 1
+            return Finished()
+
+    class Connection:
+        async def create_process(self, command: str, input: str | None = None) -> Process:
+            nonlocal starting, most_starting
+            starting += 1
+            most_starting = max(most_starting, starting)
+            await asyncio.sleep(0.005)
+            starting -= 1
+            return Process()
+
+    async def connection(node: Node, limit_s: float) -> Connection:
+        return Connection()
+
+    monkeypatch.setattr(pool, "_connection", connection)
+    nodes = fleet(8).nodes
+    results = await asyncio.gather(*(pool.run(n, "true") for n in nodes))
+    assert [r.stdout for r in results] == ["out"] * 8 and pool.runs == 8
+    assert most_starting == 2 and most_running > 2

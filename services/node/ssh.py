@@ -23,6 +23,12 @@ log = logging.getLogger("inferbot.ssh")
 # OpenSSH allows 10 sessions per connection (MaxSessions); sshd frees a slot a moment after the
 # client sees a channel close, so 8 keeps clear of spurious "open failed" under load.
 MAX_CHANNELS = 8
+# How many commands may be starting at once across the pool (a channel opened, the exec request not yet
+# answered). asyncssh keeps an exec request's bytes (the probe is ~17 KB) until sshd answers it, and with
+# hundreds of nodes those answers queue in the event loop behind the nodes' output: a question to 512
+# nodes held all 512 requests and most of the outputs at once. A command only waits here for its start;
+# it runs, and its output arrives, outside the gate.
+EXEC_GATE = 128
 PREFERRED_CIPHERS = (
     "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes256-ctr", "aes128-ctr",
 )
@@ -51,6 +57,7 @@ class NodePool:
         self._keepalive = keepalive_s
         self.connects = 0  # how many SSH handshakes were made (the benchmark reports it)
         self.runs = 0
+        self._starting = asyncio.Semaphore(EXEC_GATE)
 
     def _slot(self, node: Node) -> _Slot:
         # Any change to how the node is reached or verified must not reuse the old connection.
@@ -118,9 +125,7 @@ class NodePool:
             try:
                 async with slot.channels:
                     remaining = max(0.5, deadline - time.monotonic())
-                    proc = await asyncio.wait_for(
-                        conn.run(command, check=False, input=stdin, timeout=remaining), remaining + 1
-                    )
+                    proc = await asyncio.wait_for(self._exec(conn, command, stdin, remaining), remaining + 1)
             except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
                     ConnectionResetError, BrokenPipeError) as e:
                 # A pooled connection may have died since it was last used: reconnect once.
@@ -138,6 +143,13 @@ class NodePool:
                 elapsed_s=time.monotonic() - started,
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _exec(self, conn: asyncssh.SSHClientConnection, command: str, stdin: str | None,
+                    limit_s: float) -> asyncssh.SSHCompletedProcess:
+        """``conn.run(command, check=False, input=stdin, timeout=limit_s)``, its start behind ``EXEC_GATE``."""
+        async with self._starting:
+            process = await conn.create_process(command, input=stdin)
+        return await process.wait(check=False, timeout=limit_s)
 
     async def close(self) -> None:
         """Close every pooled connection."""
