@@ -137,13 +137,21 @@ class Cluster:
         by_node: dict[str, list[Service]] = {}
         for s in services:
             by_node.setdefault(s.node, []).append(s)
-        jobs = [self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False, node_gpus=node_gpus)
-                for node in nodes]
-        results = await asyncio.gather(*jobs)
-        snap = Snapshot(elapsed_s=0.0)
-        for report, states, _raw in results:
-            snap.nodes.append(report)
+        found: list[list[ServiceState]] = [[] for _ in nodes]
+
+        async def ask(i: int, node: Node) -> NodeReport:
+            # The records are handed over here, not returned: gather's tasks (and its future) keep what they
+            # returned until this task next yields, and the snapshot must be their only owner, so that a caller
+            # that lets a record go (handlers.live.service_cards, once its card is built) really frees it.
+            report, found[i], _raw = await self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False,
+                                                           node_gpus=node_gpus)
+            return report
+
+        reports = await asyncio.gather(*(ask(i, node) for i, node in enumerate(nodes)))
+        snap = Snapshot(elapsed_s=0.0, nodes=reports)
+        for states in found:
             snap.services.extend(states)
+        found.clear()
         snap.elapsed_s = time.monotonic() - started
         return snap
 

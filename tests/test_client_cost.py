@@ -103,6 +103,38 @@ async def test_nodes_that_run_the_same_units_are_sent_one_shared_command() -> No
     assert probe_command((target,), ProbeOptions(bench=True, journal_lines=10)) != again
 
 
+async def test_each_service_record_is_let_go_once_its_card_is_built() -> None:
+    """An answer about many services holds each ``ServiceState`` only until its card and its data object
+    exist (with every record, card and data object alive at once, 512 nodes peaked ~9 MB higher)."""
+    import weakref
+
+    from handlers.context import Context, Request
+    from handlers.live import cards_reply, service_cards
+    from handlers.reply import Section
+    from handlers.settings import service_sections
+    from services.models import ServiceState
+
+    config = fleet(4)
+    ctx = Context(config=config, cluster=Cluster(config, RecordedPool((SAMPLES / "settings-loading.out").read_text())))
+    seen: list[weakref.ref[ServiceState]] = []
+    alive_at_card: list[int] = []
+
+    def card(st: ServiceState, c: Context) -> list[Section]:
+        gc.collect()
+        alive_at_card.append(sum(1 for r in seen if r() is not None))
+        seen.append(weakref.ref(st))
+        return service_sections(st, c)
+
+    req = Request(intent="settings", services=config.services, nodes=config.nodes)
+    cards = await service_cards(ctx, req, SETTINGS_PROBE, card)
+    assert alive_at_card == [0, 0, 0, 0]  # the previous services' records were gone when each card was built
+    reply = cards_reply("settings", "Current settings", cards)
+    services = reply.data["services"]
+    assert [s["node"] for s in services] == ["n000", "n001", "n002", "n003"] and services[0]["flags"]
+    assert [b.service for b in cards.services] == ["kimi"] * 4 and cards.services[0].flags == services[0]["flags"]
+    assert reply.ok and reply.status == "loading" and len(reply.sections) == len(cards.sections)
+
+
 async def test_commands_start_behind_the_gate_and_run_beyond_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """At most ``EXEC_GATE`` commands wait for their exec request's answer at once (asyncssh keeps each
     request's bytes until then); once started, any number run and send their output."""
