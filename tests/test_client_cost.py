@@ -15,7 +15,7 @@ from bot.app import GC_THRESHOLDS, runtime
 from config.models import BotConfig, Node
 from handlers.settings import SETTINGS_PROBE
 from services.cluster import Cluster
-from services.models import CommandResult
+from services.models import CommandResult, GpuInfo
 from services.node.probe import NodeRaw, ProbeOptions, ProbeTarget, build_script, probe_command, remote_command
 from services.node.ssh import NodePool
 
@@ -177,3 +177,23 @@ async def test_commands_start_behind_the_gate_and_run_beyond_it(monkeypatch: pyt
     results = await asyncio.gather(*(pool.run(n, "true") for n in nodes))
     assert [r.stdout for r in results] == ["out"] * 8 and pool.runs == 8
     assert most_starting == 2 and most_running > 2
+
+
+async def test_gpu_records_share_one_set_of_field_names_and_stay_apart() -> None:
+    """A service's GPU records (eight per node) share one ``model_fields_set`` holding every field, instead
+    of one 728-byte set each: an assignment to one record only adds a name already there, and changes
+    nothing of any other record."""
+    config = fleet(2)
+    cluster = Cluster(config, RecordedPool((SAMPLES / "settings-loading.out").read_text()))
+    report, states, _ = await cluster.probe_node(config.nodes[0], config.services[:1], SETTINGS_PROBE)
+    gpus = states[0].gpus
+    assert len(gpus) == 8 and all(g.processes for g in gpus)  # the recording's vLLM workers, one per GPU
+    assert all(g.processes == [] for g in report.gpus)  # the node's own list is left as it was
+    assert len({id(g.model_fields_set) for g in gpus}) == 1 and gpus[0].model_fields_set == set(GpuInfo.model_fields)
+    brief = gpus[0].processes[0]
+    assert brief.model_fields_set == {"pid", "name", "memory_mib"}
+    before = [g.model_dump() for g in gpus[1:]]
+    gpus[0].name = "changed"
+    assert [g.model_dump() for g in gpus[1:]] == before and gpus[0].model_fields_set == set(GpuInfo.model_fields)
+    _, again, _ = await cluster.probe_node(config.nodes[0], config.services[:1], SETTINGS_PROBE)
+    assert again[0].gpus[0].name != "changed"  # nothing is shared between answers
