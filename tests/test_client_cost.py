@@ -197,3 +197,22 @@ async def test_gpu_records_share_one_set_of_field_names_and_stay_apart() -> None
     assert [g.model_dump() for g in gpus[1:]] == before and gpus[0].model_fields_set == set(GpuInfo.model_fields)
     _, again, _ = await cluster.probe_node(config.nodes[0], config.services[:1], SETTINGS_PROBE)
     assert again[0].gpus[0].name != "changed"  # nothing is shared between answers
+
+
+def test_sections_are_slim_and_still_validated() -> None:
+    """A section (thousands per answer at fleet scale) keeps no per-instance dictionary or set of field names,
+    and is validated as before: unknown kinds and unknown fields are refused, rows are copied as strings."""
+    import sys
+
+    from pydantic import ValidationError
+
+    from handlers.reply import Reply, Section
+
+    s = Section(kind="table", title="Flags", headers=["flag", "value"], rows=[["--tp", "8"]])
+    assert not hasattr(s, "__dict__") and sys.getsizeof(s) < 150
+    assert s == Section(kind="table", title="Flags", headers=["flag", "value"], rows=[["--tp", "8"]])
+    for bad in ({"kind": "nope"}, {"kind": "text", "colour": "red"}, {"kind": "fields", "fields": [("a",)]}):
+        with pytest.raises(ValidationError):
+            Section(**bad)  # type: ignore[arg-type]
+    reply = Reply(intent="x", title="t", sections=[s])
+    assert reply.sections[0] is s and reply.model_copy(update={"sections": []}).sections == []
