@@ -11,7 +11,7 @@ from typing import Any
 from handlers.context import Context, Request
 from handlers.reply import Reply, Section, Status
 from services.cluster import NodeReport, Snapshot
-from services.models import FlagValue, ServiceState, State
+from services.models import ServiceState, State
 from services.node.probe import ProbeOptions
 from services.parse.vllm_args import format_flag_value
 
@@ -70,15 +70,13 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServiceBrief:
     """What an answer still reads of a service once its card and its ``data`` object are built."""
 
     service: str
     node: str
     state: State
-    model: str | None
-    flags: dict[str, FlagValue]
 
 
 @dataclass
@@ -87,7 +85,8 @@ class Cards:
 
     Each ``ServiceState`` is dropped as soon as its card and its ``data`` object exist, so an answer about
     hundreds of services never holds every record, every card and every data object at once (at 512 nodes
-    the records alone are ~13 MB). ``services`` keeps what handlers still read (titles, counts, one flag).
+    the records alone are ~9 MB). ``services`` keeps what handlers still read (titles, counts); a card
+    function reads anything else it needs while it has the record.
     """
 
     nodes: list[NodeReport]
@@ -150,8 +149,7 @@ async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: C
         cards.sections += card(st, ctx)
         cards.services_data.append(st.model_dump(mode="json"))
         cards.statuses.append(STATE_STATUS[st.state])
-        cards.services.append(ServiceBrief(service=st.service, node=st.node, state=st.state, model=st.model,
-                                           flags=st.flags))
+        cards.services.append(ServiceBrief(service=st.service, node=st.node, state=st.state))
         del st
     cards.sections += node_error_sections(snap, reported)
     cards.statuses += ["error" for n in snap.nodes if not n.ok]

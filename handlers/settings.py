@@ -99,7 +99,13 @@ async def handle(ctx: Context, req: Request) -> Reply:
     raw_flag = req.args.get("flag")
     flag = raw_flag if isinstance(raw_flag, str) else None
 
+    # The asked flag's value on each service, read while its record is still there (see service_cards).
+    values: list[dict[str, object]] = []
+
     def card(st: ServiceState, c: Context) -> list[Section]:
+        if flag and st.state != "unreachable":
+            values.append({"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
+                           "value": (st.model if flag == "model" else st.flags.get(flag))})
         return service_sections(st, c, focus if isinstance(focus, str) else None, flag)
 
     cards = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
@@ -113,8 +119,5 @@ async def handle(ctx: Context, req: Request) -> Reply:
                                if req.explicit_target and cards.services else "")
     reply = cards_reply("settings", title, cards)
     if flag:
-        reply.data["flag"] = {"name": flag, "values": [
-            {"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
-             "value": (st.model if flag == "model" else st.flags.get(flag))}
-            for st in cards.services if st.state != "unreachable"]}
+        reply.data["flag"] = {"name": flag, "values": values}
     return reply

@@ -131,7 +131,7 @@ async def test_each_service_record_is_let_go_once_its_card_is_built() -> None:
     reply = cards_reply("settings", "Current settings", cards)
     services = reply.data["services"]
     assert [s["node"] for s in services] == ["n000", "n001", "n002", "n003"] and services[0]["flags"]
-    assert [b.service for b in cards.services] == ["kimi"] * 4 and cards.services[0].flags == services[0]["flags"]
+    assert [(b.service, b.node, b.state) for b in cards.services] == [("kimi", f"n00{i}", "loading") for i in range(4)]
     assert reply.ok and reply.status == "loading" and len(reply.sections) == len(cards.sections)
 
 
