@@ -216,3 +216,36 @@ def test_sections_are_slim_and_still_validated() -> None:
             Section(**bad)  # type: ignore[arg-type]
     reply = Reply(intent="x", title="t", sections=[s])
     assert reply.sections[0] is s and reply.model_copy(update={"sections": []}).sections == []
+
+
+async def test_a_snapshot_of_many_nodes_collects_the_cycles_its_commands_left() -> None:
+    """asyncssh leaves each finished command in reference cycles; a snapshot of COLLECT_FROM_NODES nodes or
+    more collects them before the answer is built on top (a smaller one leaves that to the collector)."""
+    import weakref
+
+    from services.cluster import COLLECT_FROM_NODES
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    class CyclePool(RecordedPool):
+        def __init__(self, stdout: str) -> None:
+            super().__init__(stdout)
+            self.left: list[weakref.ref[Cycle]] = []
+
+        async def run(self, node: Node, command: str, limit_s: float | None = None,
+                      stdin: str | None = None) -> CommandResult:
+            self.left.append(weakref.ref(Cycle()))  # garbage at once, but only a collection frees it
+            return await super().run(node, command, limit_s, stdin)
+
+    out = (SAMPLES / "settings-ready.out").read_text()
+    gc.disable()  # only the snapshot's own collection may run
+    try:
+        for n, freed in ((3, False), (COLLECT_FROM_NODES, True)):
+            config = fleet(n)
+            pool = CyclePool(out)
+            await Cluster(config, pool).snapshot(config.services, config.nodes, SETTINGS_PROBE)
+            assert all((r() is None) == freed for r in pool.left), n
+    finally:
+        gc.enable()
