@@ -656,7 +656,7 @@ def main() -> int:
     t.add_argument("--tracemalloc", action="store_true", help="where the warm-up's memory went (slow)")
     t.add_argument("--fresh-db", action="store_true", help="the measured process creates the state database")
     t.add_argument("--keep-previous", action="store_true",
-                   help="hold the previous answer while asking the next (as bench/warm_client.py does)")
+                   help="hold the previous answer while asking the next (bench/warm_client.py did before)")
     t.add_argument("--connect-first", action="store_true", help="open every connection before the first question")
     w = sub.add_parser("watch")
     w.add_argument("--rec", type=Path, default=SAMPLES, help="recorded answers (default: the tests' samples)")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from handlers.context import Context, Request
 from handlers.reply import Reply, Section, Status
-from services.cluster import Snapshot
-from services.models import ServiceState
+from services.cluster import NodeReport, Snapshot
+from services.models import ServiceState, State
 from services.node.probe import ProbeOptions
 from services.parse.vllm_args import format_flag_value
 
@@ -68,7 +70,33 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
             )
 
 
-def answered(snap: Snapshot) -> bool:
+@dataclass(frozen=True, slots=True)
+class ServiceBrief:
+    """What an answer still reads of a service once its card and its ``data`` object are built."""
+
+    service: str
+    node: str
+    state: State
+
+
+@dataclass
+class Cards:
+    """The service cards of one answer, built one service at a time (:func:`service_cards`).
+
+    Each ``ServiceState`` is dropped as soon as its card and its ``data`` object exist, so an answer about
+    hundreds of services never holds every record, every card and every data object at once (at 512 nodes
+    the records alone are ~9 MB). ``services`` keeps what handlers still read (titles, counts); a card
+    function reads anything else it needs while it has the record.
+    """
+
+    nodes: list[NodeReport]
+    services: list[ServiceBrief]
+    sections: list[Section]
+    statuses: list[Status]
+    services_data: list[dict[str, object]]  # each service's ``model_dump(mode="json")``: the reply's data
+
+
+def answered(snap: Snapshot | Cards) -> bool:
     """The reply's ``ok``: at least one targeted node answered (so something asked for was answered).
 
     False when there was nothing to ask or every targeted node was unreachable; a partial failure
@@ -79,23 +107,26 @@ def answered(snap: Snapshot) -> bool:
 
 def snapshot_data(snap: Snapshot) -> dict[str, Any]:
     """The ``data`` of a reply: one object per service, plus per-node reachability and the unreachable ones."""
+    return _data([s.model_dump(mode="json") for s in snap.services], snap.nodes)
+
+
+def _data(services: list[dict[str, Any]] | list[dict[str, object]], nodes: list[NodeReport]) -> dict[str, Any]:
     return {
-        "services": [s.model_dump(mode="json") for s in snap.services],
+        "services": services,
         "nodes": [
             {"node": n.node, "ok": n.ok, "error": n.error.model_dump() if n.error else None,
              "elapsed_s": round(n.elapsed_s, 3)}
-            for n in snap.nodes
+            for n in nodes
         ],
-        "unreachable": [n.node for n in snap.nodes if not n.ok],
+        "unreachable": [n.node for n in nodes if not n.ok],
     }
 
 
-async def service_cards(
-    ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False
-) -> tuple[Snapshot, list[Section], list[Status]]:
+async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False) -> Cards:
     """Probe the targets and build one card per service, plus cards for nodes that failed.
 
-    Returns the snapshot, the sections and each card's status (for the reply's overall status).
+    Each service's card, ``data`` object and status are made in one pass, and its ``ServiceState`` is let go
+    right after (see :class:`Cards`); the statuses give the reply's overall status.
     """
     from handlers.common import STATE_STATUS
 
@@ -109,25 +140,32 @@ async def service_cards(
         # One line, not a traceback on every question (issue 10); the traceback is there at DEBUG.
         log.warning("state store unavailable (%s: %s); answering without history", type(e).__name__, e)
         log.debug("state store failure", exc_info=True)
-    sections: list[Section] = []
-    for st in snap.services:
-        sections += card(st, ctx)
-    sections += node_error_sections(snap, {s.node for s in snap.services})
-    statuses: list[Status] = [STATE_STATUS[s.state] for s in snap.services]
-    statuses += ["error" for n in snap.nodes if not n.ok]
-    return snap, sections, statuses
+    reported = {s.node for s in snap.services}
+    cards = Cards(nodes=snap.nodes, services=[], sections=[], statuses=[], services_data=[])
+    pending = deque(snap.services)
+    snap.services = []  # the queue holds each record until its turn: then nothing does
+    while pending:
+        st = pending.popleft()
+        cards.sections += card(st, ctx)
+        cards.services_data.append(st.model_dump(mode="json"))
+        cards.statuses.append(STATE_STATUS[st.state])
+        cards.services.append(ServiceBrief(service=st.service, node=st.node, state=st.state))
+        del st
+    cards.sections += node_error_sections(snap, reported)
+    cards.statuses += ["error" for n in snap.nodes if not n.ok]
+    return cards
 
 
-def cards_reply(intent: str, title: str, snap: Snapshot, sections: list[Section], statuses: list[Status]) -> Reply:
+def cards_reply(intent: str, title: str, cards: Cards) -> Reply:
     """The reply for a list of service cards."""
     from handlers.common import worst
 
-    ok = answered(snap)
-    return Reply(intent=intent, ok=ok, title=title, status=worst(statuses), sections=sections,
-                 data=snapshot_data(snap), error=None if ok else failure(snap))
+    ok = answered(cards)
+    return Reply(intent=intent, ok=ok, title=title, status=worst(cards.statuses), sections=cards.sections,
+                 data=_data(cards.services_data, cards.nodes), error=None if ok else failure(cards))
 
 
-def failure(snap: Snapshot) -> str:
+def failure(snap: Snapshot | Cards) -> str:
     """The ``error`` of a reply that answered nothing."""
     if not snap.nodes and not snap.services:
         return "no services or nodes are configured"

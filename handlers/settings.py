@@ -99,22 +99,25 @@ async def handle(ctx: Context, req: Request) -> Reply:
     raw_flag = req.args.get("flag")
     flag = raw_flag if isinstance(raw_flag, str) else None
 
+    # The asked flag's value on each service, read while its record is still there (see service_cards).
+    values: list[dict[str, object]] = []
+
     def card(st: ServiceState, c: Context) -> list[Section]:
+        if flag and st.state != "unreachable":
+            values.append({"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
+                           "value": (st.model if flag == "model" else st.flags.get(flag))})
         return service_sections(st, c, focus if isinstance(focus, str) else None, flag)
 
-    snap, sections, statuses = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
-    if not sections:
+    cards = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
+    if not cards.sections:
         none = "No services or nodes are configured — see the README's config reference."
-        sections.append(Section(kind="text", text=none))
+        cards.sections.append(Section(kind="text", text=none))
     title = "Current settings" if not req.explicit_target else "Settings for " + ", ".join(
-        dict.fromkeys([s.service for s in snap.services] or [n.name for n in req.nodes]))
+        dict.fromkeys([s.service for s in cards.services] or [n.name for n in req.nodes]))
     if flag:
-        title = f"--{flag}" + (" of " + ", ".join(dict.fromkeys(s.service for s in snap.services))
-                               if req.explicit_target and snap.services else "")
-    reply = cards_reply("settings", title, snap, sections, statuses)
+        title = f"--{flag}" + (" of " + ", ".join(dict.fromkeys(s.service for s in cards.services))
+                               if req.explicit_target and cards.services else "")
+    reply = cards_reply("settings", title, cards)
     if flag:
-        reply.data["flag"] = {"name": flag, "values": [
-            {"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
-             "value": (st.model if flag == "model" else st.flags.get(flag))}
-            for st in snap.services if st.state != "unreachable"]}
+        reply.data["flag"] = {"name": flag, "values": values}
     return reply

@@ -82,10 +82,10 @@ def status_sections(st: ServiceState, ctx: Context) -> list[Section]:
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """Status of the targets."""
-    snap, sections, statuses = await service_cards(ctx, req, STATUS_PROBE, status_sections, record=True)
-    ready = sum(1 for s in snap.services if s.state == "ready")
-    title = f"Status — {ready}/{len(snap.services)} ready" if snap.services else "Status"
-    reply = cards_reply("status", title, snap, sections, statuses)
+    cards = await service_cards(ctx, req, STATUS_PROBE, status_sections, record=True)
+    ready = sum(1 for s in cards.services if s.state == "ready")
+    title = f"Status — {ready}/{len(cards.services)} ready" if cards.services else "Status"
+    reply = cards_reply("status", title, cards)
     # Silences in force (issue 14): whose notices are held back, until when, why.
     keys = [(s.name, s.node) for s in req.services]
     try:

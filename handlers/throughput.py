@@ -56,5 +56,4 @@ def throughput_sections(st: ServiceState, ctx: Context) -> list[Section]:
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """Throughput of the targets."""
-    snap, sections, statuses = await service_cards(ctx, req, THROUGHPUT_PROBE, throughput_sections)
-    return cards_reply("throughput", "Throughput", snap, sections, statuses)
+    return cards_reply("throughput", "Throughput", await service_cards(ctx, req, THROUGHPUT_PROBE, throughput_sections))

@@ -939,6 +939,13 @@ def _redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
+# The GPU records of a service have every field set, and pydantic keeps a set of the names set per record
+# (728 bytes for GpuInfo's nine, as much as the rest of the record; eight GPUs per service, hundreds of
+# services per answer). They share one set each: an assignment only ever adds a name already in it.
+_GPU_FIELDS = set(GpuInfo.model_fields)
+_BRIEF_FIELDS = set(GpuProcessBrief.model_fields)
+
+
 def attach_gpu_owners(states: list[ServiceState], facts: NodeFacts) -> list[GpuProcess]:
     """Fill ``gpus[].processes`` and return the GPU processes that belong to no running service."""
     parents = facts.raw.parents
@@ -964,10 +971,13 @@ def attach_gpu_owners(states: list[ServiceState], facts: NodeFacts) -> list[GpuP
     for p in facts.processes:
         if p.gpu_index is not None:
             by_index.setdefault(p.gpu_index, []).append(
-                GpuProcessBrief(pid=p.pid, name=p.name, memory_mib=p.memory_mib)
+                GpuProcessBrief.model_construct(_BRIEF_FIELDS, pid=p.pid, name=p.name, memory_mib=p.memory_mib)
             )
     for st in states:
-        st.gpus = [g.model_copy(update={"processes": by_index.get(g.index, [])}) for g in st.gpus]
+        # Each service its own records (the node's list, its report's, stays without processes); built from
+        # validated records, so constructed, not validated again, as model_copy did.
+        st.gpus = [GpuInfo.model_construct(_GPU_FIELDS, **{**dict(g), "processes": by_index.get(g.index, [])})
+                   for g in st.gpus]
         st.leftovers = list(leftovers)
         if leftovers and st.state in ("stopped", "failed", "starting"):
             total = sum(p.memory_mib or 0 for p in leftovers)

@@ -18,11 +18,12 @@ by the byte counts curl writes after each (``-w``), from the end.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import shlex
 from datetime import UTC, datetime
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from config.models import API_URL_RE, PATH_RE, UNIT_RE
 from services.models import HttpProbe, Model
@@ -76,6 +77,8 @@ WRAP = MARK + " b64 "  # the line that carries the base64 of every section
 class ProbeTarget(Model):
     """One unit to look at; every field comes from the validated config."""
 
+    # Frozen (hashable): the remote command is built once per distinct set of targets (``probe_command``).
+    model_config = ConfigDict(extra="forbid", frozen=True)
     unit: str
     api_url: str | None = None
     log_file: str | None = None
@@ -86,6 +89,7 @@ class ProbeTarget(Model):
 class ProbeOptions(Model):
     """What a question needs from the node; numbers only, chosen by handlers."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)  # hashable, like ProbeTarget
     gpus: bool = True
     journal_lines: int = Field(default=300, ge=0, le=5000)  # the newest lines that match JOURNAL_FILTER
     metrics_samples: int = Field(default=0, ge=0, le=2)
@@ -761,6 +765,33 @@ def remote_command(script: str) -> str:
     """The command line sent over SSH: the script run by ``sh`` whatever the login shell is (``exec``: the
     login shell does not stay around as a second process)."""
     return "exec sh -c " + shlex.quote(script)
+
+
+@functools.lru_cache(maxsize=64)
+def probe_command(targets: tuple[ProbeTarget, ...], options: ProbeOptions) -> str:
+    """``remote_command(build_script(targets, options))``, one shared string per distinct probe.
+
+    The command is about 17 KB and is referenced until its node has answered: built per node, a question to
+    512 nodes held 512 copies of it and of the script it quotes (17 MB) while the answers arrived. Nodes that
+    run the same units share one string (immutable, so sharing is safe), and the script is not built again
+    for every node and question. It holds no secret (API keys go on stdin: ``stdin_for``). At most 64 are
+    kept (about 1 MB).
+    """
+    return remote_command(build_script(list(targets), options))
+
+
+SESSIONS_KEPT = 4096  # distinct persistent-session commands remembered (about one per node at most)
+
+
+@functools.lru_cache(maxsize=SESSIONS_KEPT)
+def session_command(targets: tuple[ProbeTarget, ...], options: ProbeOptions) -> str:
+    """The command of a persistent probe session (``build_script(..., session=True)``), one shared string
+    per distinct probe.
+
+    It is asked for every poll of every node (the pool compares it with its open session's to notice a
+    changed config), so it is built once; sessions hold these strings anyway, so keeping them costs little.
+    """
+    return remote_command(build_script(list(targets), options, session=True))
 
 
 # ---------------------------------------------------------------------------------------------

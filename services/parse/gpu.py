@@ -8,6 +8,7 @@ header line may or may not be there, units may or may not be appended, and unsup
 from __future__ import annotations
 
 import re
+import sys
 
 from services.models import GpuInfo, GpuProcess
 
@@ -89,7 +90,7 @@ def parse_gpus(csv_text: str) -> list[GpuInfo]:
         gpus.append(
             GpuInfo(
                 index=int(index),
-                name=row.get("name", ""),
+                name=sys.intern(row.get("name", "")),  # the same few model names on every node of a fleet
                 uuid=row.get("uuid", "") if _UUID.match(row.get("uuid", "")) else "",
                 memory_used_mib=_int(row.get("memory.used")),
                 memory_total_mib=_int(row.get("memory.total")),
@@ -123,7 +124,7 @@ def parse_gpu_processes(csv_text: str, gpus: list[GpuInfo]) -> list[GpuProcess]:
         procs.append(
             GpuProcess(
                 pid=int(pid_field) if pid_field.isdigit() else None,
-                name=name,
+                name=sys.intern(name),  # vLLM's process titles repeat on every node
                 memory_mib=_int(memory_field),
                 gpu_uuid=uuid,
                 gpu_index=by_uuid.get(uuid),
