@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # uses (asyncio, pydantic, asyncssh, SQLAlchemy, Slack). Each command imports its own front end below.
 
 EXIT_USAGE = 2
+EXIT_BROKEN_PIPE = 141  # as a shell reports a command ended by SIGPIPE (128 + 13)
 
 FRONT_ENDS = {"ask": "bot.ask_once", "demo": "bot.demo", "check": "bot.check", "serve": "bot.slack.serve",
               "restart": "bot.restart_cli"}
@@ -196,6 +197,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("inferbot: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`inferbot ask … | head`): nothing left to say and nobody to say it to. Standard
+        # output is pointed at /dev/null so the interpreter's last flush does not fail again on the way out.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
 
 
 def _end_after_exit_handlers(status: list[int]) -> None:

@@ -158,3 +158,19 @@ dir = "{state}"
     assert "kimi on gpu-a" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr
     assert len([ln for ln in done.stderr.splitlines() if "state store unavailable" in ln]) == 1, done.stderr
+
+
+def test_an_answer_piped_into_a_reader_that_went_away_ends_quietly() -> None:
+    # `inferbot demo | head -c 0`: the reader is gone before the answer is printed. A person sees no
+    # traceback and no "Exception ignored" from the interpreter's last flush, only the status a shell
+    # gives a command ended by SIGPIPE.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "INFERBOT_"))}
+        done = subprocess.run([INFERBOT, "demo"], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=120, env=env, cwd=tempfile.gettempdir())
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr == ""
