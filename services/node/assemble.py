@@ -9,6 +9,7 @@ import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TypedDict
 
 from services.models import (
     BenchSummary,
@@ -18,6 +19,8 @@ from services.models import (
     GpuProcessBrief,
     HttpProbe,
     LoadProgress,
+    Phase,
+    ReasonKind,
     ServiceState,
     SettingsSource,
     State,
@@ -25,6 +28,7 @@ from services.models import (
     UnitFile,
     UnitShow,
     VllmCommand,
+    WarningKind,
     WarningLines,
 )
 from services.node.probe import NodeRaw, ProcRow, UnitRaw, environ_dict, split_nul
@@ -437,43 +441,76 @@ def assemble(
     if facts.gpu_error:
         warnings.add("gpu-query-failed", facts.gpu_error)
 
-    active = f"{show.active_state} ({show.sub_state})" if show.active_state else ""
     shown_flags, redacted_flags = _shown_flags(cmd.flags, _redact_flags(cmd.flags, redactor)) if cmd else ({}, [])
     st = ServiceState(
+        **_common(service_name, node_name, raw, show, state, reason, redactor, progress, api, version, gpus,
+                  warnings),
+        model=redactor.text(cmd.model) if cmd and cmd.model else (redactor.text(api.root) if api.root else None),
+        flags=shown_flags,
+        redacted_flags=redacted_flags,
+        env=env_out,
+        settings_source=source,
+        settings_pid=settings_pid if source in ("process", "cgroup-process") else None,
+        settings_note=redactor.text(settings_note) if settings_note else None,
+        settings_tried=[redactor.text(t) for t in tried],
+        wrapper=cmd.wrapper if cmd and source != "vllm-log" else None,
+        command=[redactor.text(a) for a in _redact_argv(argv or declared_argv)],
+    )
+    _live(st, raw, journal, progress, show, facts, redactor)
+    st.pending_changes = [redactor.text(p) for p in pending] if pending_known else None
+    return st
+
+
+
+class _Common(TypedDict):
+    """What both readings of a unit's answer (:func:`assemble` and :func:`_status`) say alike."""
+
+    service: str
+    node: str
+    unit: str
+    state: State
+    reason: str | None
+    since: datetime | None
+    active: str
+    main_pid: int
+    restarts: int
+    version: str | None
+    gpus: list[GpuInfo]
+    warnings: list[str]
+    warning_kinds: dict[str, WarningKind]
+    reason_kind: ReasonKind | None
+    api_model: str | None
+    api_max_model_len: int | None
+    api_url: str | None
+    invocation_id: str
+    phase: Phase | None
+
+
+def _common(service_name: str, node_name: str, raw: UnitRaw, show: UnitShow, state: State, reason: str | None,
+            redactor: Redactor, progress: LoadProgress, api: _Api, version: str | None, gpus: list[GpuInfo],
+            warnings: WarningLines) -> _Common:
+    """The fields of a ``ServiceState`` that the unit's state, the API and the warnings give, redacted."""
+    return _Common(
         service=service_name,
         node=node_name,
         unit=raw.unit,
         state=state,
         reason=redactor.text(reason) if reason else None,
         since=_since(show, state),
-        active=active,
+        active=f"{show.active_state} ({show.sub_state})" if show.active_state else "",
         main_pid=show.main_pid,
         restarts=show.n_restarts,
-        model=redactor.text(cmd.model) if cmd and cmd.model else (redactor.text(api.root) if api.root else None),
-        flags=shown_flags,
-        redacted_flags=redacted_flags,
-        env=env_out,
         version=version,
         gpus=gpus,
         warnings=[redactor.text(w) for w in dict.fromkeys(warnings)],
         warning_kinds={redactor.text(w): k for w, k in warnings.kinds.items()},
         reason_kind="unit-not-found" if _unit_missing(show, raw) else None,
-        settings_source=source,
-        settings_pid=settings_pid if source in ("process", "cgroup-process") else None,
-        settings_note=redactor.text(settings_note) if settings_note else None,
-        settings_tried=[redactor.text(t) for t in tried],
         api_model=redactor.text(api.root) if api.root else None,
         api_max_model_len=api.max_model_len,
-        wrapper=cmd.wrapper if cmd and source != "vllm-log" else None,
         api_url=raw.url,
-        command=[redactor.text(a) for a in _redact_argv(argv or declared_argv)],
         invocation_id=show.invocation_id,
         phase=progress.phase if state in ("loading", "starting", "ready") else None,
     )
-    _live(st, raw, journal, progress, show, facts, redactor)
-    st.pending_changes = [redactor.text(p) for p in pending] if pending_known else None
-    return st
-
 
 
 def _version(raw: UnitRaw, journal: str) -> str | None:
@@ -553,27 +590,8 @@ def _status(service_name: str, node_name: str, raw: UnitRaw, facts: NodeFacts, k
     warnings = WarningLines()
     if facts.gpu_error:
         warnings.add("gpu-query-failed", facts.gpu_error)
-    st = ServiceState(
-        service=service_name,
-        node=node_name,
-        unit=raw.unit,
-        state=state,
-        reason=redactor.text(reason) if reason else None,
-        since=_since(show, state),
-        active=f"{show.active_state} ({show.sub_state})" if show.active_state else "",
-        main_pid=show.main_pid,
-        restarts=show.n_restarts,
-        version=_version(raw, journal),
-        gpus=_visible_gpus(facts.gpus, visible),
-        warnings=[redactor.text(w) for w in dict.fromkeys(warnings)],
-        warning_kinds={redactor.text(w): k for w, k in warnings.kinds.items()},
-        reason_kind="unit-not-found" if _unit_missing(show, raw) else None,
-        api_model=redactor.text(api.root) if api.root else None,
-        api_max_model_len=api.max_model_len,
-        api_url=raw.url,
-        invocation_id=show.invocation_id,
-        phase=progress.phase if state in ("loading", "starting", "ready") else None,
-    )
+    st = ServiceState(**_common(service_name, node_name, raw, show, state, reason, redactor, progress, api,
+                                _version(raw, journal), _visible_gpus(facts.gpus, visible), warnings))
     _live(st, raw, journal, progress, show, facts, redactor)
     return st
 
