@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatchcase
 
 import pytest
 import yaml
 
 from services.parse.unitfile import split_command
 from services.parse.vllm_args import (
+    FLAG_GROUPS,
     MODEL_FLAG_DEPRECATED,
+    flag_group,
     group_flags,
     is_wrapped,
     parse_vllm_argv,
@@ -364,6 +367,20 @@ def test_group_flags_order_and_dotted() -> None:
         ("other", [("weird-flag", "1")]),
     ]
     assert group_flags({}) == []
+
+
+def test_flag_group_matches_every_pattern_as_fnmatch_would() -> None:
+    # flag_group matches plain names by equality and only the wildcards with fnmatch: the same groups.
+    def by_fnmatch(name: str) -> str:
+        base = name.split(".", 1)[0]
+        return next((g for g, pats in FLAG_GROUPS if any(fnmatchcase(base, p) for p in pats)), "other")
+
+    names = [p for _, pats in FLAG_GROUPS for p in pats]
+    names += [p.replace("*", "x") for p in names if "*" in p] + [p.replace("*", "") for p in names if "*" in p]
+    names += ["chat-template-content-format", "spec-decode", "ssl-keyfile", "data-parallel-size.x", "weird",
+              "Host", "port.sub", "speculative-config.method", ""]
+    for name in names:
+        assert flag_group(name) == by_fnmatch(name), name
 
 
 def test_removed_flag_warnings() -> None:
