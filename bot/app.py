@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import os
+import resource
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -22,6 +24,11 @@ from services.node.ssh import NodePool
 
 if TYPE_CHECKING:
     from services.store.store import Store
+
+log = logging.getLogger("inferbot.app")
+
+FD_HEADROOM = 256
+"""Open files the bot needs besides one socket per node: the store, Slack's sockets, logs, the event loop."""
 
 
 @dataclass
@@ -129,6 +136,28 @@ def settle_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def raise_open_files(nodes: int) -> int:
+    """Raise this process's soft limit of open files (``RLIMIT_NOFILE``) so that one connection per node fits,
+    up to the hard limit; returns the soft limit in force afterwards.
+
+    systemd and most shells start a process with a soft limit of 1,024 and a far higher hard one, and the
+    pool keeps one socket per node: without this, a bot asking ~800 nodes or more at once fails with
+    "Too many open files" on the last ones. A hard limit too low for the nodes is said once, in the log.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = nodes + FD_HEADROOM
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return soft
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if new > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+    if new < want:
+        log.warning("%d nodes need about %d open files, but this process may open at most %d: raise the hard "
+                    "limit (LimitNOFILE= in the bot's systemd unit, `ulimit -Hn`, or the container's nofile)",
+                    nodes, want, new)
+    return new
+
+
 @contextlib.asynccontextmanager
 async def runtime(config: BotConfig, with_store: bool = True, store_soon: bool = False) -> AsyncIterator[Runtime]:
     """Build the runtime for ``config`` and close it afterwards.
@@ -138,6 +167,7 @@ async def runtime(config: BotConfig, with_store: bool = True, store_soon: bool =
     way out at the latest. For one-shot commands; a long-lived front end opens its store at once.
     """
     settle_gc()
+    raise_open_files(len(config.nodes))
     pool = NodePool()
     soon = with_store and store_soon and config.state.database_url().startswith("sqlite:")
     store = open_store(config) if with_store and not soon else None
