@@ -29,7 +29,7 @@ from handlers.smoke import smoke_failure, smoke_gate, with_smoke
 from services.models import ServiceState
 from services.node.assemble import expected_model
 from services.node.probe import ProbeOptions
-from services.store.records import Follow, FollowReason, LoadOutcome, LoadRecord
+from services.store.records import AWAITING_START, Follow, FollowReason, LoadOutcome, LoadRecord
 
 if TYPE_CHECKING:
     from services.store.store import Store
@@ -43,7 +43,7 @@ FAIL_PROBE = ProbeOptions(gpus=True, log_lines=20, http_timeout_s=3.0)
 PROGRESS_MIN_INTERVAL_S = 15.0
 """The progress message is edited at most this often (or when the phase changes): Slack's
 ``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
-BEFORE = "before:"
+BEFORE = AWAITING_START
 """A follow recorded just before the restart command carries ``before:<the old invocation id>`` until a
 poll sees a different start: until then the old run must not be taken for the new one."""
 RESTART_TAKES_EFFECT_S = 120.0

@@ -170,6 +170,41 @@ async def test_follow_recorded_before_a_restart_that_never_ran(make_cluster: Mak
     assert not notices_in(notifier, "is ready")
 
 
+async def test_the_restart_result_naming_the_new_start_keeps_the_one_progress_message(
+        make_cluster: MakeCluster) -> None:
+    """The follow is on record before the command runs, so a leader may poll (and post the progress message)
+    while another replica still runs the restart; the command's result then names the new start. One load,
+    one progress message: the next poll edits it instead of posting a second one."""
+    from bot.app import runtime
+    from handlers.context import Asker
+    from handlers.follow import BEFORE, poll_follow, start_follow
+
+    cluster = await kimi_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
+    old = sim.state(KIMI_UNIT).invocation_id
+    notifier = RecordingNotifier()
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="slack", user_id="U0ALICE", channel_id=OPS))
+        service = cluster.config.services[0]
+        started = ctx.now()
+        await start_follow(ctx, service, "restart", started, invocation_id=BEFORE + old, thread_channel=OPS,
+                           thread_ts=THREAD, schedule=False)
+        await poll_follow(ctx, "kimi@gpu-a", notifier)  # the leader, while the command runs elsewhere
+        assert len([p for p in notifier.posts if p.reply.data.get("kind") == "progress"]) == 1
+        await sim.restart_unit(KIMI_UNIT)
+        new = sim.state(KIMI_UNIT).invocation_id
+        assert new and new != old
+        # What the confirming replica records once the command returned: the new start, no message known.
+        await start_follow(ctx, service, "restart", started, invocation_id=new, thread_channel=OPS,
+                           thread_ts=THREAD, schedule=False)
+        for _ in range(3):
+            status = await poll_follow(ctx, "kimi@gpu-a", notifier)
+            assert not status.finished
+    progress = [p for p in notifier.posts if p.reply.data.get("kind") == "progress"]
+    assert len(progress) == 1, [p.text for p in progress]
+
+
 class SlowNotifier(RecordingNotifier):
     """Slack takes its time with the ready notice: ``posting`` is set while such a post is in flight."""
 

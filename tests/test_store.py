@@ -362,6 +362,33 @@ async def test_follows_lifecycle(store: Store, store2: Store) -> None:
     assert await store.get_follow("missing") is None
 
 
+async def test_the_awaited_start_keeps_the_progress_message_of_its_load(store: Store, store2: Store) -> None:
+    # The confirming replica records the follow before the restart command runs; the leader polls meanwhile
+    # and posts the progress message; then the command's result names the new start. That is the same load:
+    # the progress message and its claim stay with it, so no poll posts a second one.
+    key = "kimi@gpu-a"
+    await store.upsert_follow(key, "kimi", "gpu-a", "u", "before:inv-1", at(0), "restart", "C1", "171.1")
+    assert await store2.claim_notice(key, "progress")
+    assert await store2.mark_notice_sent(key, "progress", "171.2")
+    assert await store2.set_follow_message(key, "171.2")
+    f = await store.upsert_follow(key, "kimi", "gpu-a", "u", "inv-2", at(0), "restart", "C1", "171.1",
+                                  progress_message_ts=None)  # what the confirming replica knew
+    assert f.invocation_id == "inv-2" and f.active and f.progress_message_ts == "171.2"
+    assert await store2.notice_sent(key, "progress")
+    assert not await store2.claim_notice(key, "progress")
+
+    # A later restart of the same service is a new load: a new progress message.
+    assert await store.finish_follow(key, "ready")
+    f = await store.upsert_follow(key, "kimi", "gpu-a", "u", "before:inv-2", at(50), "restart", "C1", "172.1")
+    assert f.active and f.progress_message_ts is None
+    assert await store.claim_notice(key, "progress")
+    # ... and one that never started, restarted again, too (one awaited start replaced by another).
+    assert await store.finish_follow(key, "failed")
+    f = await store.upsert_follow(key, "kimi", "gpu-a", "u", "before:inv-3", at(60), "restart", "C1", "173.1")
+    assert f.active and f.progress_message_ts is None
+    assert await store.claim_notice(key, "progress")
+
+
 async def test_claim_notice_exactly_once_across_two_stores(store: Store, store2: Store) -> None:
     await store.upsert_follow("kimi@gpu-a", "kimi", "gpu-a", "u", "inv-1", at(0), "restart", "C1", "171.1")
     claims = await asyncio.gather(*(

@@ -125,6 +125,12 @@ class RestartRecord(_Record):
     forced: bool = False
 
 
+AWAITING_START = "before:"
+"""The invocation id of a follow recorded before its restart command ran: ``before:<the old invocation id>``
+until a poll (or the command's result) sees the new start. Replacing it with the real id is the same load
+going on, not a new one (:meth:`services.store.store.Store.upsert_follow`)."""
+
+
 class Follow(_Record):
     """A load being followed for readiness notices (reconciled at bot start-up)."""
 

@@ -55,6 +55,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from services.models import ServiceState
 from services.store.records import (
+    AWAITING_START,
     REQUEST_TRANSITIONS,
     AuditEntry,
     BenchRun,
@@ -986,6 +987,17 @@ class Store:
                         new_inv = values["invocation_id"]
                         if old.invocation_id and new_inv and new_inv != old.invocation_id:
                             row.update(finished_at=None, outcome=None)  # a new load under the same key
+                            if old.invocation_id.startswith(AWAITING_START) \
+                                    and not new_inv.startswith(AWAITING_START):
+                                # The awaited start arrived: the same load. Whoever polled meanwhile may have
+                                # posted its progress message; its claim and ts stay with the load, or the
+                                # next poll would post a second one (two replicas, or the confirming one
+                                # still running the command while the leader already follows).
+                                conn.execute(update(notices).where(notices.c.follow_key == key,
+                                                                   notices.c.invocation_id == old.invocation_id)
+                                             .values(invocation_id=new_inv))
+                                if row["progress_message_ts"] is None:
+                                    row["progress_message_ts"] = old.progress_message_ts
                         elif old.invocation_id and not new_inv:
                             row["invocation_id"] = old.invocation_id  # never forget a known invocation
                         elif not old.invocation_id and new_inv:
