@@ -6,13 +6,19 @@ Same harness as ``test_restart.py``: the simulated node behind a real sshd, the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import pytest
 
-from handlers.notify import RecordingNotifier
+from config.models import Service
+from handlers.context import Context
+from handlers.notify import Posted, RecordingNotifier
 from handlers.reply import Reply
+from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster
 from tests.test_restart import (
@@ -74,7 +80,7 @@ async def test_bot_killed_mid_load_and_started_again_one_ready_notice(make_clust
     async with bot(cluster.config, notifier=notifier) as first:
         rid = await request(first)
         assert (await first.click("restart_confirm", rid)).executed
-        await until(lambda: any(p.reply.data.get("kind") == "progress" for p in notifier.posts), 45, "progress")
+        await until(lambda: bool(progress_posts(notifier)), 45, "progress")
     # The first process is gone mid-load (its jobs stay in the database).
     assert not notices_in(notifier, "is ready")
     async with bot(cluster.config, notifier=notifier) as second:
@@ -85,7 +91,7 @@ async def test_bot_killed_mid_load_and_started_again_one_ready_notice(make_clust
         await asyncio.sleep(0.5)
     assert len([t for t in notifier.texts(OPS, THREAD) if "is ready" in t]) == 1
     assert len([t for t in notifier.texts(NOTIFY) if "is ready" in t]) == 1
-    assert len([p for p in notifier.posts if p.reply.data.get("kind") == "progress"]) == 1
+    assert len(progress_posts(notifier)) == 1
 
 
 def notices_in(n: RecordingNotifier, word: str) -> list[str]:
@@ -141,33 +147,56 @@ async def test_restart_by_hand_is_noticed_and_followed(make_cluster: MakeCluster
         assert b.restarts_run() == []
 
 
-async def test_follow_recorded_before_a_restart_that_never_ran(make_cluster: MakeCluster) -> None:
-    """A bot that died between recording the follow and running the command: the old run is not news."""
-    from datetime import timedelta
+@dataclass
+class AwaitingStart:
+    """A ready Kimi node and its follow recorded just before a restart command (``before:<the running
+    start>``, not scheduled): what a confirming replica leaves on record before it runs the command."""
 
+    sim: SimNode
+    ctx: Context
+    service: Service
+    started: datetime
+    old: str
+    notifier: RecordingNotifier
+
+
+@contextlib.asynccontextmanager
+async def awaiting_start(make_cluster: MakeCluster) -> AsyncIterator[AwaitingStart]:
     from bot.app import runtime
     from handlers.context import Asker
-    from handlers.follow import BEFORE, RESTART_TAKES_EFFECT_S, poll_follow, start_follow
+    from handlers.follow import BEFORE, start_follow
 
     cluster = await kimi_cluster(make_cluster)
     sim = cluster.sims["gpu-a"]
     await sim.wait_for(KIMI_UNIT, "ready", 45)
     old = sim.state(KIMI_UNIT).invocation_id
-    notifier = RecordingNotifier()
     async with runtime(cluster.config) as rt:
         ctx = rt.context(Asker(surface="slack", user_id="U0ALICE", channel_id=OPS))
         service = cluster.config.services[0]
         started = ctx.now()
         await start_follow(ctx, service, "restart", started, invocation_id=BEFORE + old, thread_channel=OPS,
                            thread_ts=THREAD, schedule=False)
-        status = await poll_follow(ctx, "kimi@gpu-a", notifier)
-        assert not status.finished and not notices_in(notifier, "is ready")  # the old run is still up
-        ctx.now = lambda: started + timedelta(seconds=RESTART_TAKES_EFFECT_S + 5)
-        status = await poll_follow(ctx, "kimi@gpu-a", notifier)
+        yield AwaitingStart(sim, ctx, service, started, old, RecordingNotifier())
+
+
+def progress_posts(n: RecordingNotifier) -> list[Posted]:
+    """The progress messages posted (not their edits)."""
+    return [p for p in n.posts if p.reply.data.get("kind") == "progress"]
+
+
+async def test_follow_recorded_before_a_restart_that_never_ran(make_cluster: MakeCluster) -> None:
+    """A bot that died between recording the follow and running the command: the old run is not news."""
+    from handlers.follow import RESTART_TAKES_EFFECT_S, poll_follow
+
+    async with awaiting_start(make_cluster) as w:
+        status = await poll_follow(w.ctx, "kimi@gpu-a", w.notifier)
+        assert not status.finished and not notices_in(w.notifier, "is ready")  # the old run is still up
+        w.ctx.now = lambda: w.started + timedelta(seconds=RESTART_TAKES_EFFECT_S + 5)
+        status = await poll_follow(w.ctx, "kimi@gpu-a", w.notifier)
     assert status.finished
-    failed = [t for t in notifier.texts(OPS, THREAD) if "failed" in t]
+    failed = [t for t in w.notifier.texts(OPS, THREAD) if "failed" in t]
     assert len(failed) == 1 and "the restart did not take effect" in failed[0]
-    assert not notices_in(notifier, "is ready")
+    assert not notices_in(w.notifier, "is ready")
 
 
 async def test_the_restart_result_naming_the_new_start_keeps_the_one_progress_message(
@@ -175,33 +204,21 @@ async def test_the_restart_result_naming_the_new_start_keeps_the_one_progress_me
     """The follow is on record before the command runs, so a leader may poll (and post the progress message)
     while another replica still runs the restart; the command's result then names the new start. One load,
     one progress message: the next poll edits it instead of posting a second one."""
-    from bot.app import runtime
-    from handlers.context import Asker
-    from handlers.follow import BEFORE, poll_follow, start_follow
+    from handlers.follow import poll_follow, start_follow
 
-    cluster = await kimi_cluster(make_cluster)
-    sim = cluster.sims["gpu-a"]
-    await sim.wait_for(KIMI_UNIT, "ready", 45)
-    old = sim.state(KIMI_UNIT).invocation_id
-    notifier = RecordingNotifier()
-    async with runtime(cluster.config) as rt:
-        ctx = rt.context(Asker(surface="slack", user_id="U0ALICE", channel_id=OPS))
-        service = cluster.config.services[0]
-        started = ctx.now()
-        await start_follow(ctx, service, "restart", started, invocation_id=BEFORE + old, thread_channel=OPS,
-                           thread_ts=THREAD, schedule=False)
-        await poll_follow(ctx, "kimi@gpu-a", notifier)  # the leader, while the command runs elsewhere
-        assert len([p for p in notifier.posts if p.reply.data.get("kind") == "progress"]) == 1
-        await sim.restart_unit(KIMI_UNIT)
-        new = sim.state(KIMI_UNIT).invocation_id
-        assert new and new != old
+    async with awaiting_start(make_cluster) as w:
+        await poll_follow(w.ctx, "kimi@gpu-a", w.notifier)  # the leader, while the command runs elsewhere
+        assert len(progress_posts(w.notifier)) == 1
+        await w.sim.restart_unit(KIMI_UNIT)
+        new = w.sim.state(KIMI_UNIT).invocation_id
+        assert new and new != w.old
         # What the confirming replica records once the command returned: the new start, no message known.
-        await start_follow(ctx, service, "restart", started, invocation_id=new, thread_channel=OPS,
+        await start_follow(w.ctx, w.service, "restart", w.started, invocation_id=new, thread_channel=OPS,
                            thread_ts=THREAD, schedule=False)
         for _ in range(3):
-            status = await poll_follow(ctx, "kimi@gpu-a", notifier)
+            status = await poll_follow(w.ctx, "kimi@gpu-a", w.notifier)
             assert not status.finished
-    progress = [p for p in notifier.posts if p.reply.data.get("kind") == "progress"]
+    progress = progress_posts(w.notifier)
     assert len(progress) == 1, [p.text for p in progress]
 
 
