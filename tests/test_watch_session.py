@@ -10,12 +10,13 @@ stops leading closes its sessions (the node's loop ends) and opens no new one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,17 @@ async def _one_shot(config: BotConfig) -> tuple[NodeReport, list[ServiceState]]:
         await pool.close()
 
 
+@contextlib.asynccontextmanager
+async def _leading(config: BotConfig) -> AsyncIterator[Cluster]:
+    """A cluster over a pool that keeps persistent sessions, as the scheduler's leader's does (closed after)."""
+    pool = NodePool()
+    pool.keep_sessions(True)
+    try:
+        yield Cluster(config, pool)
+    finally:
+        await pool.close()
+
+
 async def _until(pred: Callable[[], bool], within: float, what: str) -> None:
     deadline = time.monotonic() + within
     while not pred():
@@ -140,10 +152,8 @@ async def test_many_polls_are_one_session_with_a_marker_value_per_answer(make_cl
 async def test_a_killed_session_is_replaced_on_the_next_poll(make_cluster: MakeCluster) -> None:
     cluster = await _ready(make_cluster)
     config = cluster.config
-    pool = NodePool()
-    pool.keep_sessions(True)
-    cl = Cluster(config, pool)
-    try:
+    async with _leading(config) as cl:
+        pool = cl.pool
         report, first = await _poll(cl, config)
         assert report.ok and pool.session_opens == 1
         (pid,) = _loop_pids(cluster)
@@ -154,8 +164,6 @@ async def test_a_killed_session_is_replaced_on_the_next_poll(make_cluster: MakeC
         assert pool.session_opens == 2 and len(_loop_pids(cluster)) == 1
         report, _ = await _poll(cl, config)
         assert report.ok and pool.session_opens == 2
-    finally:
-        await pool.close()
 
 
 def _kill_tree(root: int) -> None:
@@ -196,10 +204,8 @@ def _restart_sshd(sshd: Sshd) -> None:
 async def test_a_node_restart_reads_as_a_one_shot_poll_and_then_recovers(make_cluster: MakeCluster) -> None:
     cluster = await _ready(make_cluster)
     config, sshd = cluster.config, cluster.sshds["gpu-a"]
-    pool = NodePool()
-    pool.keep_sessions(True)
-    cl = Cluster(config, pool)
-    try:
+    async with _leading(config) as cl:
+        pool = cl.pool
         report, first = await _poll(cl, config)
         assert report.ok and pool.session_opens == 1
         _kill_tree(sshd.proc.pid)  # the listener, its connections and the session under them
@@ -216,18 +222,14 @@ async def test_a_node_restart_reads_as_a_one_shot_poll_and_then_recovers(make_cl
         report, again = await _poll(cl, config)
         assert report.ok and _facts(again) == _facts(first)
         assert pool.session_opens == 2 and pool.connects == 2
-    finally:
-        await pool.close()
 
 
 async def test_a_timed_out_poll_closes_its_session_and_the_next_one_recovers(make_cluster: MakeCluster) -> None:
     cluster = await _ready(make_cluster)
     config = _with_timeout(cluster, 2)
     sim = cluster.sims["gpu-a"]
-    pool = NodePool()
-    pool.keep_sessions(True)
-    cl = Cluster(config, pool)
-    try:
+    async with _leading(config) as cl:
+        pool = cl.pool
         report, first = await _poll(cl, config)
         assert report.ok and pool.session_opens == 1
         sim.set_hung_systemctl(True)
@@ -244,8 +246,6 @@ async def test_a_timed_out_poll_closes_its_session_and_the_next_one_recovers(mak
         report, again = await _poll(cl, config)
         assert report.ok and _facts(again) == _facts(first)
         assert pool.session_opens == 2  # the timed-out one was closed: its late answer is never read
-    finally:
-        await pool.close()
 
 
 class _Flip:
@@ -315,11 +315,9 @@ async def test_the_session_holds_one_channel_and_questions_keep_the_others(make_
     cluster = await _ready(make_cluster)
     config = cluster.config
     node = config.nodes[0]
-    pool = NodePool()
-    pool.keep_sessions(True)
-    cl = Cluster(config, pool)
-    permits = pool._slot(node).channels
-    try:
+    async with _leading(config) as cl:
+        pool = cl.pool
+        permits = pool._slot(node).channels
         report, _ = await _poll(cl, config)
         assert report.ok and permits._value == MAX_CHANNELS - 1  # the session's channel counts
         # A burst of questions (one more than the channels left) and a poll at once: all answered.
@@ -330,17 +328,13 @@ async def test_the_session_holds_one_channel_and_questions_keep_the_others(make_
         assert permits._value == MAX_CHANNELS - 1
         pool.end_sessions()
         await _until(lambda: permits._value == MAX_CHANNELS, 5, "the session's channel to be given back")
-    finally:
-        await pool.close()
 
 
 async def test_between_polls_the_nodes_loop_waits_in_read_and_costs_nothing(make_cluster: MakeCluster) -> None:
     cluster = await _ready(make_cluster)
     config = cluster.config
-    pool = NodePool()
-    pool.keep_sessions(True)
-    try:
-        report, _ = await _poll(Cluster(config, pool), config)
+    async with _leading(config) as cl:
+        report, _ = await _poll(cl, config)
         assert report.ok
         (pid,) = _loop_pids(cluster)
 
@@ -351,8 +345,6 @@ async def test_between_polls_the_nodes_loop_waits_in_read_and_costs_nothing(make
         await asyncio.sleep(1.5)
         after = stat()
         assert after[0] == "S" and after[11:13] == before[11:13], (before, after)  # asleep; utime, stime
-    finally:
-        await pool.close()
 
 
 @pytest.mark.parametrize(("force", "node_timeout"), [
@@ -371,10 +363,8 @@ async def test_a_node_that_answers_something_else_reads_as_a_one_shot_poll(
             "services": [{"name": "kimi", "node": "gpu-a", "unit": KIMI_UNIT}],
             "state": {"dir": str(tmp_path)},
         })
-        pool = NodePool()
-        pool.keep_sessions(True)
-        cl = Cluster(config, pool)
-        try:
+        async with _leading(config) as cl:
+            pool = cl.pool
             for opened in (1, 2):  # each poll: a new session, since the last one was closed
                 report, states = await _poll(cl, config)
                 shot, shot_states = await _one_shot(config)
@@ -382,7 +372,5 @@ async def test_a_node_that_answers_something_else_reads_as_a_one_shot_poll(
                 assert (report.error.kind, report.error.reason) == (shot.error.kind, shot.error.reason)
                 assert _facts(states) == _facts(shot_states) and states[0].state == "unreachable"
                 assert pool.session_opens == opened and pool._slot(config.nodes[0]).session is None
-        finally:
-            await pool.close()
     finally:
         sshd.stop()
