@@ -374,3 +374,39 @@ async def test_a_node_that_answers_something_else_reads_as_a_one_shot_poll(
                 assert pool.session_opens == opened and pool._slot(config.nodes[0]).session is None
     finally:
         sshd.stop()
+
+
+class _Channel:
+    """Stands for asyncssh's channel under a session: what was written, whether it was closed."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            raise BrokenPipeError
+        self.written.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_shell_that_speaks_and_exits_before_the_first_trigger_is_read_at_once() -> None:
+    # The order the node-side test above meets only sometimes: the account's shell prints its refusal and
+    # the channel ends before the first newline is written. The poll reads what it printed at once, as a
+    # one-shot probe would, instead of waiting out the node's timeout for an answer that cannot come.
+    from services.node.probe import session_answer_end
+    from services.node.ssh import _Session
+
+    permit = asyncio.Semaphore(1)
+    await permit.acquire()
+    session = _Session("the probe loop", session_answer_end, permit)
+    chan = _Channel()
+    session.connection_made(chan)  # type: ignore[arg-type]
+    session.data_received(b"this account runs no commands\n", None)  # type: ignore[arg-type]
+    session.exit_status_received(1)
+    session.connection_lost(None)
+    assert await asyncio.wait_for(session.answer(30), 2) is None
+    assert bytes(session.out) == b"this account runs no commands\n" and session.exit_status == 1
+    assert chan.written == [] and permit._value == 1  # nothing sent to it; its channel permit given back

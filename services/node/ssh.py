@@ -84,6 +84,10 @@ class _Session(asyncssh.SSHClientSession[bytes]):
             return
         waiter = self._waiter
         if waiter is None or waiter.done():
+            if not self.answers:
+                # Printed before the first trigger (a shell that does not run the probe says why and exits):
+                # kept, so the ask reads it as a one-shot probe's output would be read.
+                self.out += data
             self.close()  # output nobody asked for: this session can no longer be trusted to frame answers
             return
         self.out += data
@@ -126,6 +130,8 @@ class _Session(asyncssh.SSHClientSession[bytes]):
         """Ask for one answer (write the trigger): its length in ``out``, or None when the channel ended first;
         ``TimeoutError`` after ``within_s``. (A timer on the future, not ``wait_for``: no task per answer.)"""
         assert self.chan is not None
+        if self.closed:
+            return None  # it ended, or printed unasked, before this answer was asked for: nothing to wait for
         self.out.clear()
         self.err.clear()
         loop = asyncio.get_running_loop()
