@@ -296,3 +296,38 @@ async def test_silent_port_quotes_the_configured_timeout_in_ask_and_check(
         assert "`timeout` of node gpu-a" in problems[0]["fix"]
     finally:
         server.close()
+
+
+async def test_a_host_key_added_as_the_fix_says_is_used_without_a_restart(make_cluster: MakeCluster) -> None:
+    """The pool parses known_hosts once for all its connections; a changed file is read again."""
+    cluster = await make_cluster({"gpu-a": kimi()})
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
+    line = cluster.known_hosts.read_text()
+    cluster.known_hosts.write_text("")
+    async with runtime(cluster.config) as rt:
+        first = await answer("status", rt.context(Asker(surface="json")))
+        assert "is not in known_hosts" in first.data["services"][0]["reason"]
+        cluster.known_hosts.write_text(line)  # what the fix says to do, by hand
+        second = await answer("status", rt.context(Asker(surface="json")))
+    assert second.data["services"][0]["state"] == "ready"
+
+
+async def test_a_rotated_client_key_is_used_on_the_next_connection(make_cluster: MakeCluster,
+                                                                   tmp_path: Path) -> None:
+    import asyncssh
+
+    cluster = await make_cluster({"gpu-a": kimi()})
+    await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
+    good = Path(cluster.config.nodes[0].key_file or "").read_bytes()
+    key = tmp_path / "id_rotating"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
+    with_node(cluster, key_file=str(key))
+    async with runtime(cluster.config) as rt:
+        first = await answer("status", rt.context(Asker(surface="json")))
+        assert "authentication refused" in first.data["services"][0]["reason"]
+        # Rotated the way tools do it: a new file renamed over the old one.
+        (tmp_path / "id_new").write_bytes(good)
+        os.chmod(tmp_path / "id_new", 0o600)
+        os.replace(tmp_path / "id_new", key)
+        second = await answer("status", rt.context(Asker(surface="json")))
+    assert second.data["services"][0]["state"] == "ready"

@@ -18,6 +18,7 @@ import asyncssh
 
 from config.models import Node
 from services.models import CommandResult, NodeError
+from services.node.ssh_files import SshFiles
 
 log = logging.getLogger("inferbot.ssh")
 
@@ -174,6 +175,7 @@ class NodePool:
         self.session_opens = 0  # persistent sessions opened: each one channel and one exec request
         self._sessions = False
         self._starting = asyncio.Semaphore(EXEC_GATE)
+        self._files = SshFiles()
 
     @property
     def sessions(self) -> bool:
@@ -203,14 +205,17 @@ class NodePool:
         return slot
 
     async def _connect(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
-        known_hosts, keys = _local_files(node)
+        known_hosts, key = _local_files(node)
         # The handshake gets the node's configured `timeout` (what the answer quotes), never more.
         limit_s = min(limit_s, node.timeout)
         try:
+            # Parsed once for the whole pool (see ssh_files); their errors read as asyncssh's own would.
+            trusted = await self._files.known_hosts(known_hosts)
+            keys = await self._files.client_keys(key) if key is not None else None
             conn = await asyncio.wait_for(
                 asyncssh.connect(
                     node.host, port=node.port, username=node.user, client_keys=keys,
-                    known_hosts=known_hosts, agent_path=None, password=None,
+                    known_hosts=trusted, agent_path=None, password=None,
                     preferred_auth="publickey", connect_timeout=limit_s,
                     keepalive_interval=self._keepalive, keepalive_count_max=3,
                     config=[],  # the bot's behaviour must not depend on ~/.ssh/config
@@ -398,8 +403,8 @@ class NodePool:
                 pass
 
 
-def _local_files(node: Node) -> tuple[str, list[str] | None]:
-    """The known_hosts path and client keys for ``node``; missing files are config errors."""
+def _local_files(node: Node) -> tuple[str, str | None]:
+    """The known_hosts path and client key path for ``node``; missing files are config errors."""
     known_hosts = os.path.expanduser(node.known_hosts)
     if not os.path.exists(known_hosts):
         raise NodeUnreachable(NodeError(
@@ -416,7 +421,7 @@ def _local_files(node: Node) -> tuple[str, list[str] | None]:
             kind="auth", reason=f"key file {node.key_file} does not exist",
             fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
         ))
-    return known_hosts, [key_path]
+    return known_hosts, key_path
 
 
 def _host_on_record(node: Node, known_hosts: str) -> bool:
