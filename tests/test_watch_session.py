@@ -410,3 +410,29 @@ async def test_a_shell_that_speaks_and_exits_before_the_first_trigger_is_read_at
     assert await asyncio.wait_for(session.answer(30), 2) is None
     assert bytes(session.out) == b"this account runs no commands\n" and session.exit_status == 1
     assert chan.written == [] and permit._value == 1  # nothing sent to it; its channel permit given back
+
+
+async def test_a_shell_that_speaks_before_the_first_trigger_and_hangs_times_out_as_a_one_shot_would() -> None:
+    # The other order of the node-side test's second case ("welcome", then nothing): its greeting arrives
+    # before the first newline is written. A one-shot probe waits for the command to end and times out; so
+    # does the poll, instead of reading the greeting at once as a broken answer ("probe: welcome"). It was
+    # 1 in 4 runs of that test before.
+    from services.node.probe import session_answer_end
+    from services.node.ssh import _Session
+
+    permit = asyncio.Semaphore(1)
+    await permit.acquire()
+    session = _Session("the probe loop", session_answer_end, permit)
+    chan = _Channel()
+    session.connection_made(chan)  # type: ignore[arg-type]
+    session.data_received(b"welcome\n", None)  # type: ignore[arg-type]
+    assert not session.closed
+    with pytest.raises(TimeoutError):
+        await session.answer(0.2)
+    assert chan.written == []  # no trigger: nothing it prints can be framed as an answer
+    # … and when it does end, what it printed (all of it) is read as a one-shot probe's output would be.
+    session.data_received(b"and goodbye\n", None)  # type: ignore[arg-type]
+    session.exit_status_received(0)
+    session.connection_lost(None)
+    assert await asyncio.wait_for(session.answer(30), 2) is None
+    assert bytes(session.out) == b"welcome\nand goodbye\n" and permit._value == 1

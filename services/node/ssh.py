@@ -72,6 +72,9 @@ class _Session(asyncssh.SSHClientSession[bytes]):
         self.closed = False
         self.exit_status: int | None = None
         self.answers = 0  # answers it gave (0: freshly opened)
+        # It printed before it was first asked (a shell that does not run the probe): no answer can be framed;
+        # what it prints is kept until it ends, and read as a one-shot probe's output would be.
+        self.unasked = False
         self.lost: Exception | None = None  # why the connection under it failed, if it did
         self._waiter: asyncio.Future[int | None] | None = None
 
@@ -84,11 +87,13 @@ class _Session(asyncssh.SSHClientSession[bytes]):
                 self.err += data[: SESSION_STDERR_MAX - len(self.err)]
             return
         waiter = self._waiter
+        if self.unasked or ((waiter is None or waiter.done()) and not self.answers):
+            # Printed before the first trigger (a shell that says why and exits, or says something and hangs):
+            # kept whole until the channel ends, as a one-shot probe's output is read when its command ends.
+            self.unasked = True
+            self.out += data
+            return
         if waiter is None or waiter.done():
-            if not self.answers:
-                # Printed before the first trigger (a shell that does not run the probe says why and exits):
-                # kept, so the ask reads it as a one-shot probe's output would be read.
-                self.out += data
             self.close()  # output nobody asked for: this session can no longer be trusted to frame answers
             return
         self.out += data
@@ -133,16 +138,17 @@ class _Session(asyncssh.SSHClientSession[bytes]):
         assert self.chan is not None
         if self.closed:
             return None  # it ended, or printed unasked, before this answer was asked for: nothing to wait for
-        self.out.clear()
-        self.err.clear()
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[int | None] = loop.create_future()
         self._waiter = waiter
         timer = loop.call_later(within_s, _time_out, waiter)
-        try:
-            self.chan.write(b"\n")
-        except OSError:  # the channel is already closing (BrokenPipeError)
-            self.close()
+        if not self.unasked:  # (else: no trigger, only the wait for its end, as for a one-shot command's)
+            self.out.clear()
+            self.err.clear()
+            try:
+                self.chan.write(b"\n")
+            except OSError:  # the channel is already closing (BrokenPipeError)
+                self.close()
         try:
             return await waiter
         finally:
