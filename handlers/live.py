@@ -56,9 +56,9 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
     if not seen:
         return
     for st, (current, ready) in zip(seen, await ctx.store.record_snapshots(seen, ctx.now()), strict=True):
-        if ready is None or ready.id == current.id:
+        if ready is None or ready.id == current:
             continue
-        diff = diff_snapshots(ready, current)
+        diff = diff_snapshots(ready, st)  # the record holds what the current snapshot was made of
         if diff:
             shown = ", ".join(
                 f"{d.key}: {format_flag_value(d.old, UNSET)} → {format_flag_value(d.new, UNSET)}" for d in diff[:8]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -149,9 +150,11 @@ MEMO_S = 30.0
 """How long this process trusts what it last wrote or read for a service@node (snapshots, load history)."""
 
 
-def _settings_digest(st: ServiceState) -> str:
-    """What a snapshot row is about: the settings and whether they are seen ready now."""
-    return json.dumps([st.unit, st.model, st.flags, st.env, st.version, st.state == "ready"], sort_keys=True)
+def _settings_digest(st: ServiceState) -> bytes:
+    """What a snapshot row is about (the settings and whether they are seen ready now), as a short hash: the
+    memo keeps one per service, and the settings' JSON (~2 KB a service) was 1 MB of the bot at 512 services."""
+    text = json.dumps([st.unit, st.model, st.flags, st.env, st.version, st.state == "ready"], sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 WATCHER_FLUSH_S = 1.0
@@ -215,7 +218,8 @@ class Store:
         self._closed = False
         # Every answer records what each service runs with; unchanged settings recorded by this process
         # a moment ago need no database trip (only last_seen_at would move). Keyed by service@node.
-        self._snapshot_memo: dict[tuple[str, str], tuple[str, float, SettingsSnapshot, SettingsSnapshot | None]] = {}
+        # service@node → (settings digest, when, the snapshot's id, its last ready snapshot if it differs).
+        self._snapshot_memo: dict[tuple[str, str], tuple[bytes, float, int, SettingsSnapshot | None]] = {}
         self._durations_memo: dict[tuple[str, str, int], tuple[float, list[float]]] = {}
         self._compacted_at = -COMPACT_EVERY_S  # monotonic time of the last fold of old samples
         self._phases_seen: set[tuple[str, str, str, str]] = set()
@@ -544,6 +548,12 @@ class Store:
         return await self._run(self._record_snapshot, state, _aware(now, "now"))
 
     def _record_snapshot(self, st: ServiceState, now: datetime) -> SettingsSnapshot:
+        snap_id = self._record_snapshot_id(st, now)
+        with self._read() as conn:
+            row = conn.execute(select(snapshots).where(snapshots.c.id == snap_id)).one()
+        return SettingsSnapshot.model_validate(_row(row))
+
+    def _record_snapshot_id(self, st: ServiceState, now: datetime) -> int:
         flags = dict(st.flags)
         env = dict(st.env)
         ready = st.state == "ready"
@@ -571,20 +581,22 @@ class Store:
                 ))
                 assert result.inserted_primary_key is not None
                 snap_id = int(result.inserted_primary_key[0])
-            row = conn.execute(select(snapshots).where(snapshots.c.id == snap_id)).one()
-        return SettingsSnapshot.model_validate(_row(row))
+        return snap_id
 
     async def record_snapshots(
         self, states: list[ServiceState], now: datetime
-    ) -> list[tuple[SettingsSnapshot, SettingsSnapshot | None]]:
-        """``record_snapshot`` for each state, with the last ready snapshot of those not ready now.
+    ) -> list[tuple[int, SettingsSnapshot | None]]:
+        """``record_snapshot`` for each state: the id of its snapshot, and the last ready snapshot of those
+        not ready now (None for the ready ones, or when there is none).
 
-        One trip to the database thread for a whole answer (the bot records on every question).
+        One trip to the database thread for a whole answer (the bot records on every question). Only ids are
+        kept and returned, not the snapshots: the caller compares ids, and at 512 services the snapshots were
+        ~5 MB of the answer's peak (read back, decoded, validated, remembered).
         """
         now = _aware(now, "now")
         mono = time.monotonic()
-        out: list[tuple[SettingsSnapshot, SettingsSnapshot | None] | None] = [None] * len(states)
-        todo: list[tuple[int, ServiceState, str]] = []
+        out: list[tuple[int, SettingsSnapshot | None] | None] = [None] * len(states)
+        todo: list[tuple[int, ServiceState, bytes]] = []
         for i, st in enumerate(states):
             digest = _settings_digest(st)
             memo = self._snapshot_memo.get((st.service, st.node))
@@ -601,10 +613,10 @@ class Store:
 
     def _record_snapshots(
         self, states: list[ServiceState], now: datetime
-    ) -> list[tuple[SettingsSnapshot, SettingsSnapshot | None]]:
-        out: list[tuple[SettingsSnapshot, SettingsSnapshot | None]] = []
+    ) -> list[tuple[int, SettingsSnapshot | None]]:
+        out: list[tuple[int, SettingsSnapshot | None]] = []
         for st in states:
-            snap = self._record_snapshot(st, now)
+            snap = self._record_snapshot_id(st, now)
             ready = None if st.state == "ready" else self._last_ready_snapshot(st.service, st.node)
             out.append((snap, ready))
         return out
