@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +92,9 @@ class Cards:
     services: list[ServiceBrief]
     sections: list[Section]
     statuses: list[Status]
-    services_data: list[dict[str, object]]  # each service's ``model_dump(mode="json")``: the reply's data
+    # Each service's ``model_dump(mode="json")``: the reply's data. None for Slack, which shows the cards and
+    # never the data: at 512 services the dumps were ~4 MB of the answer's peak.
+    services_data: list[dict[str, object]] | None
 
 
 def answered(snap: Snapshot | Cards) -> bool:
@@ -110,9 +111,10 @@ def snapshot_data(snap: Snapshot) -> dict[str, Any]:
     return _data([s.model_dump(mode="json") for s in snap.services], snap.nodes)
 
 
-def _data(services: list[dict[str, Any]] | list[dict[str, object]], nodes: list[NodeReport]) -> dict[str, Any]:
+def _data(services: list[dict[str, Any]] | list[dict[str, object]] | None, nodes: list[NodeReport]
+          ) -> dict[str, Any]:
     return {
-        "services": services,
+        **({"services": services} if services is not None else {}),
         "nodes": [
             {"node": n.node, "ok": n.ok, "error": n.error.model_dump() if n.error else None,
              "elapsed_s": round(n.elapsed_s, 3)}
@@ -125,34 +127,55 @@ def _data(services: list[dict[str, Any]] | list[dict[str, object]], nodes: list[
 async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False) -> Cards:
     """Probe the targets and build one card per service, plus cards for nodes that failed.
 
-    Each service's card, ``data`` object and status are made in one pass, and its ``ServiceState`` is let go
-    right after (see :class:`Cards`); the statuses give the reply's overall status.
+    The records are turned into cards as the nodes answer, a batch at a time (:meth:`Cluster.answers`):
+    each batch gets its load history and its snapshots recorded (one trip to the store per batch), then each
+    service's card, ``data`` object and status are made in one pass and its ``ServiceState`` is let go (see
+    :class:`Cards`). The cards come out in the order of the targets, not of the answers.
     """
     from handlers.common import STATE_STATUS
 
-    snap = await ctx.cluster.snapshot(req.services, req.nodes, probe, node_gpus=False)  # cards show services
-    try:
-        await apply_history(ctx, snap.services)
-        if record:
-            await record_snapshots(ctx, snap.services)
-    except Exception as e:
-        # The store only refines the answer (ETA from history, "what changed?"): never lose the answer to it.
-        # One line, not a traceback on every question (issue 10); the traceback is there at DEBUG.
-        log.warning("state store unavailable (%s: %s); answering without history", type(e).__name__, e)
-        log.debug("state store failure", exc_info=True)
-    reported = {s.node for s in snap.services}
-    cards = Cards(nodes=snap.nodes, services=[], sections=[], statuses=[], services_data=[])
-    pending = deque(snap.services)
-    snap.services = []  # the queue holds each record until its turn: then nothing does
-    while pending:
-        st = pending.popleft()
-        cards.sections += card(st, ctx)
-        cards.services_data.append(st.model_dump(mode="json"))
-        cards.statuses.append(STATE_STATUS[st.state])
-        cards.services.append(ServiceBrief(service=st.service, node=st.node, state=st.state))
-        del st
-    cards.sections += node_error_sections(snap, reported)
-    cards.statuses += ["error" for n in snap.nodes if not n.ok]
+    per_node: list[list[tuple[list[Section], dict[str, object] | None, Status, ServiceBrief]]] = [
+        [] for _ in req.nodes]
+    reports: list[NodeReport | None] = [None] * len(req.nodes)
+    dump = ctx.asker.surface != "slack"
+    store_failed = False
+    # Cards show services: the nodes' own GPU lists are left out.
+    async for batch in ctx.cluster.answers(req.services, req.nodes, probe, node_gpus=False):
+        states = [st for _, _, sts in batch for st in sts]
+        if not store_failed:
+            try:
+                await apply_history(ctx, states)
+                if record:
+                    await record_snapshots(ctx, states)
+            except Exception as e:
+                # The store only refines the answer (ETA from history, "what changed?"): never lose the answer to
+                # it. One line per answer, not a traceback on every question (issue 10); the traceback at DEBUG.
+                store_failed = True
+                log.warning("state store unavailable (%s: %s); answering without history", type(e).__name__, e)
+                log.debug("state store failure", exc_info=True)
+        del states
+        for i, report, sts in batch:
+            reports[i] = report
+            built = per_node[i]
+            while sts:
+                st = sts.pop(0)
+                built.append((card(st, ctx), st.model_dump(mode="json") if dump else None, STATE_STATUS[st.state],
+                              ServiceBrief(service=st.service, node=st.node, state=st.state)))
+                del st
+        del batch
+    nodes = [r for r in reports if r is not None]
+    cards = Cards(nodes=nodes, services=[], sections=[], statuses=[], services_data=[] if dump else None)
+    for built in per_node:
+        for sections, data, status, brief in built:
+            cards.sections += sections
+            if cards.services_data is not None and data is not None:
+                cards.services_data.append(data)
+            cards.statuses.append(status)
+            cards.services.append(brief)
+    per_node.clear()
+    snap = Snapshot(elapsed_s=0.0, nodes=nodes)
+    cards.sections += node_error_sections(snap, {b.node for b in cards.services})
+    cards.statuses += ["error" for n in nodes if not n.ok]
     return cards
 
 

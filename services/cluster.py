@@ -7,7 +7,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from pydantic import Field
 
@@ -136,6 +136,51 @@ class Cluster:
                             processes=facts.processes if node_gpus else [], leftovers=leftovers, elapsed_s=elapsed,
                             discovered=raw.discovered)
         return report, states, raw if keep_raw else None
+
+    async def answers(
+        self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,
+        node_gpus: bool = True, batch: int = 64,
+    ) -> AsyncIterator[list[tuple[int, NodeReport, list[ServiceState]]]]:
+        """What :meth:`snapshot` gathers, handed over as the nodes answer: batches of up to ``batch`` nodes
+        (their index in ``nodes``, report and records), in the order they answered; every node exactly once.
+
+        For answers about many nodes: a caller that turns each batch into cards and lets its records go never
+        holds every record at once (at 512 nodes, ~9 MB of the answer's peak). All nodes are asked at once, as
+        by :meth:`snapshot`, and keep answering while the caller works on a batch. Closing the iterator early
+        cancels the questions still out.
+        """
+        opts = options or ProbeOptions()
+        by_node: dict[str, list[Service]] = {}
+        for s in services:
+            by_node.setdefault(s.node, []).append(s)
+        done: asyncio.Queue[tuple[int, NodeReport, list[ServiceState]]] = asyncio.Queue()
+
+        async def ask(i: int, node: Node) -> None:
+            report, states, _raw = await self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False,
+                                                         node_gpus=node_gpus)
+            done.put_nowait((i, report, states))
+
+        tasks = [asyncio.create_task(ask(i, node)) for i, node in enumerate(nodes)]
+        try:
+            left = len(tasks)
+            while left:
+                got = [await done.get()]
+                while len(got) < batch and not done.empty():
+                    got.append(done.get_nowait())
+                left -= len(got)
+                if len(nodes) >= COLLECT_FROM_NODES:
+                    gc.collect(1)  # asyncssh's finished commands (see snapshot)
+                yield got
+                del got
+        finally:
+            # Left early (the caller stopped, or was cancelled): the questions still out are called off.
+            # probe_node turns every failure into a report: a task ends by answering or by being cancelled.
+            pending = [t for t in tasks if not t.done()]
+            tasks.clear()
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
 
     async def snapshot(
         self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,
