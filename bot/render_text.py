@@ -19,9 +19,7 @@ def render_section(s: Section) -> str:
         width = max((len(k) for k, _ in s.fields), default=0)
         return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in s.fields)
     if s.kind == "table":
-        body = tabulate(s.rows, headers=s.headers, tablefmt="simple", disable_numparse=True)
-        body = "\n".join("  " + line for line in body.splitlines())
-        return f"  {s.title}:\n{body}" if s.title else body
+        return render_table(s, tabulate(s.rows, headers=s.headers, tablefmt="simple", disable_numparse=True))
     if s.kind == "code":
         head = f"  {s.title}:\n" if s.title else ""
         return head + "\n".join("    " + line for line in (s.text or "").splitlines())
@@ -29,6 +27,12 @@ def render_section(s: Section) -> str:
     if s.title:
         text = f"{s.title}: {text}"
     return "\n".join("  " + line for line in text.splitlines())
+
+
+def render_table(s: Section, tabulated: str) -> str:
+    """A table section as text, given its rows as tabulate drew them (so a caller that has them draws once)."""
+    body = "\n".join("  " + line for line in tabulated.splitlines())
+    return f"  {s.title}:\n{body}" if s.title else body
 
 
 def render_text(reply: Reply) -> str:

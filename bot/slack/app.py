@@ -155,7 +155,7 @@ class SlackBot:
                                             "intent": reply.intent, "ms": int((time.monotonic() - started) * 1000),
                                             "outcome": "posted"})
             return
-        messages = render_messages(reply, attachments=False)
+        messages = render_messages(reply, attachments=False, consume=True)  # posted, then dropped
         if response_url:
             ok = await self.respond_messages(response_url, messages, client=client, channel=channel)
         else:

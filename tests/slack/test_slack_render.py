@@ -145,3 +145,26 @@ def test_attachments_render_as_code_when_included() -> None:
 
 def test_escape() -> None:
     assert escape("<&>") == "&lt;&amp;&gt;"
+
+
+def test_the_front_end_renders_a_big_answer_once_and_lets_its_sections_go() -> None:
+    """``consume=True`` (the Slack front end) gives the same messages as a plain render and leaves the reply's
+    sections empty, so an answer's sections and its blocks are never all held at once."""
+
+    def big() -> Reply:
+        sections = []
+        for i in range(60):
+            sections += [Section(kind="header", title=f"kimi-{i} on gpu-{i}", status="ok"),
+                         Section(kind="table", title="Flags — model", headers=["flag", "value"],
+                                 rows=[[f"--flag-{k}", f"value-{i}-{k} — ✅"] for k in range(12)]),
+                         Section(kind="text", title="Throughput", text=f"live {i} tok/s")]
+        return Reply(intent="settings", title="Current settings", status="ok", sections=sections)
+
+    plain = render_messages(big())
+    reply = big()
+    consumed = render_messages(reply, consume=True)
+    assert len(plain) > 3
+    assert [(m.blocks, m.text) for m in consumed] == [(m.blocks, m.text) for m in plain]
+    assert reply.sections == []
+    assert_within_limits(consumed)
+    assert "✅" in consumed[0].text and "—" in consumed[-1].blocks[0]["elements"][0]["text"]
