@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 
 from handlers.reply import Section, Status
@@ -103,12 +104,17 @@ def throughput_line(st: ServiceState) -> str | None:
 
 
 def flag_rows(st: ServiceState, only: str | None = None) -> list[Section]:
-    """One table per flag group (model, parallelism, memory & capacity, …); nothing is cut."""
+    """One table per flag group (model, parallelism, memory & capacity, …); nothing is cut.
+
+    Flag and environment cells are interned (here and in :func:`env_section`): a fleet runs the same
+    settings on most nodes, and an answer about 512 services held 512 copies of each cell. Interned strings
+    still go when the last card holding them does (CPython's interned table does not keep them alive).
+    """
     out: list[Section] = []
     for group, items in group_flags(st.flags):
         if only and group != only:
             continue
-        rows = [[f"--{k}", format_flag_value(v)] for k, v in items]
+        rows = [[sys.intern(f"--{k}"), sys.intern(format_flag_value(v))] for k, v in items]
         out.append(Section(kind="table", title=f"Flags — {group}", headers=["flag", "value"], rows=rows))
     return out
 
@@ -119,7 +125,8 @@ def env_section(st: ServiceState, prefix: str | None = None) -> Section | None:
     if not items:
         return None
     title = "Environment" + (f" ({prefix}*)" if prefix else "")
-    return Section(kind="table", title=title, headers=["variable", "value"], rows=[[k, v] for k, v in items])
+    return Section(kind="table", title=title, headers=["variable", "value"],
+                   rows=[[sys.intern(k), sys.intern(v)] for k, v in items])
 
 
 def gpu_section(st: ServiceState) -> Section | None:
