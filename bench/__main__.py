@@ -356,10 +356,13 @@ def main(argv: list[str] | None = None) -> int:
         "byte of every node's answer; ×warm / ×cold = this median ÷ inferbot warm's / cold's median at the same N "
         "on the same kind of nodes",
         "client CPU = user+sys of every client-side process per question (wait4 rusage; OpenSSH mux masters "
-        "from /proc), divided by N; the warm client's is its own getrusage delta around answer()",
+        "from /proc), divided by N; the warm client's is its own getrusage delta around answer() and the Slack "
+        "render of its reply",
         report.RSS_CAVEAT,
         "inferbot warm: one long-lived process (bench/warm_client.py) with runtime(config); one warm-up question "
-        "opens the connections and is not counted; peak RSS is its VmHWM with the Slack front end imported",
+        "opens the connections and is not counted; each question is answered as the Slack front end answers it "
+        "(the Slack surface, then rendered into the messages it posts: its wall is reported apart, as render_s); "
+        "peak RSS is its VmHWM with the Slack front end and the scheduler imported",
         "inferbot cold: `inferbot ask \"…\" --json --config FILE`, whole process (Python start-up, imports, "
         "new SSH connections, SQLite store), the project's modules byte-compiled first as an installed copy has "
         "them (pip compiles on install); peak RSS from wait4; the one-shot `ssh` it is compared with is "

@@ -303,7 +303,8 @@ def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float | None
         res.notes.append(f"the warm-up question failed: {data['warmup_error']}")
     res.extra = {k: data[k] for k in ("round_trips_per_node", "run_errors", "connects", "connects_after_warmup",
                                        "warmup_wall_s", "warmup_cpu_ms_per_node", "command_digest",
-                                       "slack_front_end_imported", "rss_before_first_question_kib")
+                                       "slack_front_end_imported", "rss_before_first_question_kib", "messages",
+                                       "render_s")
                  if k in data}
     res.extra["process_cpu_s_total"] = d.cpu_s
     return res

@@ -150,7 +150,8 @@ def goals(rows: list[dict[str, Any]], cheap_ns: list[int], startup: dict[str, An
     out.append({"goal": f"peak RSS of the serving bot, {RSS_AT_N} nodes configured and answered (cheap nodes)",
                 "target": f"≤ {RSS_AT_MB:g} MB",
                 "measured": "— (not run)" if row is None else
-                f"{rss:.1f} MB (VmHWM, Slack front end imported: {row['extra'].get('slack_front_end_imported')})",
+                f"{rss:.1f} MB (VmHWM, answered and rendered for Slack, front end and scheduler imported: "
+                f"{row['extra'].get('slack_front_end_imported')})",
                 "verdict": verdict([rss], RSS_AT_MB)})
 
     cold, one_shot = _median(rows, COLD, 1), _median(rows, SEQ, 1)

@@ -3,12 +3,17 @@
     python -m bench.warm_client --config FILE --runs 10
 
 Builds ``runtime(config)`` once (as ``inferbot serve`` does), asks one warm-up question (it opens the N
-connections), then asks ``--runs`` more, each timed. Prints one JSON object: wall per question, this
-process's CPU time (user+sys) per node per question, SSH round trips per node per question
+connections), then asks ``--runs`` more, each timed. Each question is answered as the Slack front end
+answers it: the reply built for the Slack surface, then rendered into the Slack messages it would post
+(``render_messages(..., consume=True)``). Prints one JSON object: wall per question (until the answer is
+built: every node's output read and made into cards, what the OpenSSH baselines' wall covers), the render's
+wall after it (``render_s``), this process's CPU time (user+sys) per node per question, answer and render
+together, SSH round trips per node per question
 (``pool.runs`` / N, must be 1), connections made (``pool.connects``, must be N), peak RSS (VmHWM), and a
-digest of the commands the bot really sent (the baselines must send the same). The Slack front end's
-modules are imported first, so the RSS is that of the bot process, not of a slimmer one; each answer is
-dropped once checked, as the bot drops an answer once posted, so the peak is not that of two answers at once.
+digest of the commands the bot really sent (the baselines must send the same). The Slack front end's and
+the scheduler's modules are imported first, so the RSS is that of the bot process (``inferbot serve``), not
+of a slimmer one; each answer is dropped once rendered, as the bot drops an answer once posted, so the peak
+is not that of two answers at once.
 """
 
 from __future__ import annotations
@@ -52,16 +57,29 @@ class _Failures(logging.Handler):
 
 
 def _import_front_end() -> bool:
-    """Load the Slack front end's modules too, so peak RSS is that of the bot process (``inferbot serve``)."""
+    """Load the Slack front end's and the scheduler's modules too, so peak RSS is that of the bot process
+    (``inferbot serve`` runs both)."""
     try:
         importlib.import_module("bot.slack.app")
+        importlib.import_module("bot.scheduler")
     except Exception:
         return False
     return True
 
 
+def _posted(reply: Reply) -> int:
+    """What the Slack front end does with an answer before posting it: its messages (how many)."""
+    from bot.slack.blocks import render_messages
+
+    return len(render_messages(reply, attachments=False, consume=True))
+
+
 def check_reply(reply: Reply, n_nodes: int, extra: str = "") -> str | None:
-    """Why ``reply`` is not a full settings answer from every node (None when it is)."""
+    """Why ``reply`` is not a full settings answer from every node (None when it is).
+
+    A Slack answer carries no per-service data (only the cards): every node answering is the check there,
+    as a service is unreachable only when its node is.
+    """
     data = reply.data or {}
     nodes = data.get("nodes", [])
     bad = [n["node"] for n in nodes if not n.get("ok")]
@@ -79,7 +97,7 @@ async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
     """Ask ``question`` once to warm up, then ``runs`` times, and report what it cost."""
     config = load_config(config_path)
     n = len(config.nodes)
-    out: dict[str, Any] = {"nodes": n, "runs": runs, "wall_s": [], "cpu_ms_per_node": [],
+    out: dict[str, Any] = {"nodes": n, "runs": runs, "wall_s": [], "render_s": [], "cpu_ms_per_node": [],
                            "round_trips_per_node": [], "run_errors": [], "errors": []}
     failures = _Failures()
     logging.getLogger("inferbot").addHandler(failures)
@@ -90,7 +108,7 @@ async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
     out["slack_front_end_imported"] = _import_front_end()
     out["rss_before_first_question_kib"] = read_vm_hwm_kib()
     async with runtime(config) as rt:
-        asker = Asker(surface="json")
+        asker = Asker(surface="slack")
         sent: dict[str, str] = {}
         real_run = rt.pool.run
 
@@ -102,10 +120,12 @@ async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
         t0, c0 = time.perf_counter(), _cpu_s()
         first = await answer(question, rt.context(asker))
         rt.pool.run = real_run  # type: ignore[method-assign]
+        if (why := check_reply(first, n, why_failed())) is None:
+            out["messages"] = _posted(first)
         out["command_digest"] = command_digest(sent)
         out["warmup_wall_s"] = time.perf_counter() - t0
         out["warmup_cpu_ms_per_node"] = (_cpu_s() - c0) * 1000 / n
-        if (why := check_reply(first, n, why_failed())) is not None:
+        if why is not None:
             out["errors"].append(f"warm-up: {why}")
         out["warmup_error"] = why
         # A serving bot posts an answer and drops it: holding the warm-up answer (or the previous one, below)
@@ -118,11 +138,14 @@ async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
             t0 = time.perf_counter()
             reply = await answer(question, rt.context(asker))
             wall = time.perf_counter() - t0
+            why = check_reply(reply, n, why_failed())  # before the render empties its sections
+            if why is None:
+                _posted(reply)
+            out["render_s"].append(time.perf_counter() - t0 - wall)
             cpu = _cpu_s() - c0
             out["wall_s"].append(wall)
             out["cpu_ms_per_node"].append(cpu * 1000 / n)
             out["round_trips_per_node"].append((rt.pool.runs - runs0) / n)
-            why = check_reply(reply, n, why_failed())
             del reply  # dropped before the next question, as the bot does (see the warm-up's)
             out["run_errors"].append(why)
             if why is not None:
