@@ -318,7 +318,7 @@ async def test_a_rotated_client_key_is_used_on_the_next_connection(make_cluster:
 
     cluster = await make_cluster({"gpu-a": kimi()})
     await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
-    good = Path(cluster.config.nodes[0].key_file or "").read_bytes()
+    good = await asyncio.to_thread(Path(cluster.config.nodes[0].key_file or "").read_bytes)
     key = tmp_path / "id_rotating"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
     with_node(cluster, key_file=str(key))
