@@ -235,7 +235,8 @@ def _cheap_n(m: Manifest, n: int, args: argparse.Namespace, out: dict[str, Any],
     log(f"N={n} on cheap nodes:")
     cmds = c.settings_commands(m.configs[n])
     out["cheap_digests"][n] = command_digest(cmds)
-    warm = _timed(f"inferbot warm ({args.cheap_runs} questions)", lambda: c.inferbot_warm(m, n, args.cheap_runs))
+    warm = _timed(f"inferbot warm ({args.cheap_runs} questions)",
+                  lambda: c.inferbot_warm(m, n, args.cheap_runs, first_start=n == report.RSS_AT_N))
     results.append(warm)
     out["cheap_bot_digests"][n] = warm.extra.get("command_digest")
     mux = _timed("OpenSSH parallel mux", lambda: c.openssh_multiplexed(m, n, args.cheap_runs, cmds))
@@ -356,13 +357,15 @@ def main(argv: list[str] | None = None) -> int:
         "byte of every node's answer; ×warm / ×cold = this median ÷ inferbot warm's / cold's median at the same N "
         "on the same kind of nodes",
         "client CPU = user+sys of every client-side process per question (wait4 rusage; OpenSSH mux masters "
-        "from /proc), divided by N; the warm client's is its own getrusage delta around answer() and the Slack "
-        "render of its reply",
+        "from /proc), divided by N; the warm client's is its own getrusage delta around answer()",
         report.RSS_CAVEAT,
         "inferbot warm: one long-lived process (bench/warm_client.py) with runtime(config); one warm-up question "
         "opens the connections and is not counted; each question is answered as the Slack front end answers it "
         "(the Slack surface, then rendered into the messages it posts: its wall is reported apart, as render_s); "
-        "peak RSS is its VmHWM with the Slack front end and the scheduler imported",
+        "peak RSS is its VmHWM with the Slack front end and the scheduler imported, its state database created "
+        "beforehand by a child process, as a restarted bot finds it (at the RSS goal's N, one more run on a new "
+        "database gives the first start's peak: Alembic is imported once); its client CPU is that of answer(), "
+        "the render's is reported apart",
         "inferbot cold: `inferbot ask \"…\" --json --config FILE`, whole process (Python start-up, imports, "
         "new SSH connections, SQLite store), the project's modules byte-compiled first as an installed copy has "
         "them (pip compiles on install); peak RSS from wait4; the one-shot `ssh` it is compared with is "

@@ -285,8 +285,10 @@ def inferbot_cold(manifest: Manifest, n: int, runs: int, timeout_s: float = 120.
     return res
 
 
-def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float | None = None) -> Result:
-    """The long-lived bot path in its own process (``bench.warm_client``); see that module."""
+def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float | None = None,
+                  first_start: bool = False) -> Result:
+    """The long-lived bot path in its own process (``bench.warm_client``); see that module. ``first_start``:
+    also the peak RSS of one more run on a new state database (``--new-store``)."""
     res = Result("inferbot warm", n, cluster=manifest.kind)
     timeout_s = timeout_s if timeout_s is not None else 300.0 + n * (0.5 + 0.1 * runs)
     argv = [sys.executable, "-m", "bench.warm_client", "--config", manifest.configs[n], "--runs", str(runs)]
@@ -304,9 +306,16 @@ def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float | None
     res.extra = {k: data[k] for k in ("round_trips_per_node", "run_errors", "connects", "connects_after_warmup",
                                        "warmup_wall_s", "warmup_cpu_ms_per_node", "command_digest",
                                        "slack_front_end_imported", "rss_before_first_question_kib", "messages",
-                                       "render_s")
+                                       "render_s", "render_cpu_ms_per_node")
                  if k in data}
     res.extra["process_cpu_s_total"] = d.cpu_s
+    if first_start:
+        # The same bot starting on a new state database: Alembic creates the schema in this process, once.
+        d = reap(spawn([*argv[:-1], "1", "--new-store"], env=_env(), cwd=str(REPO_ROOT), new_session=True), timeout_s)
+        try:
+            res.extra["first_start_peak_rss_kib"] = json.loads(d.stdout)["peak_rss_kib"]
+        except ValueError:
+            res.notes.append(f"the first-start run failed (exit {d.rc}): {_first_line(d.stderr)}")
     return res
 
 

@@ -7,13 +7,15 @@ connections), then asks ``--runs`` more, each timed. Each question is answered a
 answers it: the reply built for the Slack surface, then rendered into the Slack messages it would post
 (``render_messages(..., consume=True)``). Prints one JSON object: wall per question (until the answer is
 built: every node's output read and made into cards, what the OpenSSH baselines' wall covers), the render's
-wall after it (``render_s``), this process's CPU time (user+sys) per node per question, answer and render
-together, SSH round trips per node per question
+wall after it (``render_s``), this process's CPU time (user+sys) per node per question for the answer and,
+apart, for the render (``render_cpu_ms_per_node``), SSH round trips per node per question
 (``pool.runs`` / N, must be 1), connections made (``pool.connects``, must be N), peak RSS (VmHWM), and a
 digest of the commands the bot really sent (the baselines must send the same). The Slack front end's and
 the scheduler's modules are imported first, so the RSS is that of the bot process (``inferbot serve``), not
 of a slimmer one; each answer is dropped once rendered, as the bot drops an answer once posted, so the peak
-is not that of two answers at once.
+is not that of two answers at once. The state database is created (or upgraded) first by a child process,
+as a bot restarted on its database finds it; ``--new-store`` leaves that to the measured process instead
+(a first start: Alembic is imported once, ~12 MB).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import importlib
 import json
 import logging
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -93,11 +97,28 @@ def check_reply(reply: Reply, n_nodes: int, extra: str = "") -> str | None:
     return None
 
 
-async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
-    """Ask ``question`` once to warm up, then ``runs`` times, and report what it cost."""
+def prepare_store(config_path: str) -> None:
+    """Create or upgrade the state database in a child process, as the bot's previous run would have: a bot
+    restarted on its database does not import Alembic, one starting on a new database does (~12 MB, once)."""
+    code = ("import asyncio, sys; from bot.app import open_store; from config.loader import load_config\n"
+            "async def main():\n"
+            "    store = open_store(load_config(sys.argv[1]))\n"
+            "    await store.prepare()\n"
+            "    await store.close()\n"
+            "asyncio.run(main())\n")
+    subprocess.run([sys.executable, "-c", code, config_path], check=True)
+
+
+async def measure(config_path: str, runs: int, question: str, new_store: bool = False) -> dict[str, Any]:
+    """Ask ``question`` once to warm up, then ``runs`` times, and report what it cost (``new_store``: on a new
+    SQLite state database in a directory of its own)."""
     config = load_config(config_path)
+    if new_store and not config.state.url:
+        fresh = tempfile.mkdtemp(prefix="inferbot-bench-state-")
+        config = config.model_copy(update={"state": config.state.model_copy(update={"dir": fresh})})
     n = len(config.nodes)
     out: dict[str, Any] = {"nodes": n, "runs": runs, "wall_s": [], "render_s": [], "cpu_ms_per_node": [],
+                           "render_cpu_ms_per_node": [], "new_store": new_store,
                            "round_trips_per_node": [], "run_errors": [], "errors": []}
     failures = _Failures()
     logging.getLogger("inferbot").addHandler(failures)
@@ -138,11 +159,12 @@ async def measure(config_path: str, runs: int, question: str) -> dict[str, Any]:
             t0 = time.perf_counter()
             reply = await answer(question, rt.context(asker))
             wall = time.perf_counter() - t0
+            cpu = _cpu_s() - c0
             why = check_reply(reply, n, why_failed())  # before the render empties its sections
             if why is None:
                 _posted(reply)
             out["render_s"].append(time.perf_counter() - t0 - wall)
-            cpu = _cpu_s() - c0
+            out["render_cpu_ms_per_node"].append((_cpu_s() - c0 - cpu) * 1000 / n)
             out["wall_s"].append(wall)
             out["cpu_ms_per_node"].append(cpu * 1000 / n)
             out["round_trips_per_node"].append((rt.pool.runs - runs0) / n)
@@ -161,9 +183,13 @@ def main() -> int:
     p.add_argument("--config", required=True)
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--question", default=QUESTION)
+    p.add_argument("--new-store", action="store_true",
+                   help="leave a new state database to this process (measures a first start: Alembic's import)")
     args = p.parse_args()
     raise_nofile()
-    result = asyncio.run(measure(args.config, args.runs, args.question))
+    if not args.new_store:
+        prepare_store(args.config)
+    result = asyncio.run(measure(args.config, args.runs, args.question, args.new_store))
     json.dump(result, sys.stdout)
     print()
     return 0 if not result["errors"] else 1
