@@ -152,7 +152,8 @@ def _all_pass_rows() -> list[dict[str, Any]]:
     return _rows([
         _result(report.WARM, 1, [0.010, 0.011, 0.012], 2.0, cheap, 90_000, slack_front_end_imported=True),
         _result(report.MUX, 1, [0.012, 0.013], 4.0, cheap),
-        _result(report.WARM, 512, [1.0, 1.1], 2.9, cheap, 115 * 1024, slack_front_end_imported=True),
+        _result(report.WARM, 512, [1.0, 1.1], 2.9, cheap, 115 * 1024, slack_front_end_imported=True,
+                render_cpu_ms_per_node=[1.2, 1.1, 1.3], first_start_peak_rss_kib=130 * 1024),
         _result(report.MUX, 512, [2.0, 2.1], 4.0, cheap),
         _result(report.COLD, 1, [0.5, 0.55, 0.58], 400.0, report.SIM),
         _result(report.SEQ, 1, [0.4, 0.41], 70.0, report.SIM),
@@ -163,8 +164,10 @@ def test_goals_pass_when_every_number_is_within_its_target() -> None:
     goals = report.goals(_all_pass_rows(), [1, 512], {"help": {"wall_s": {"median": 0.25}}}, NODE_COST, WATCH_OK)
     assert [g["verdict"] for g in goals] == ["PASS"] * len(goals), goals
     assert _by_goal(goals, "warm ≤ 1.0×")["measured"] == "N=1: 0.88×, N=512: 0.51×"
-    assert _by_goal(goals, "client CPU")["measured"] == "N=1: 2.00 ms, N=512: 2.90 ms"
+    assert _by_goal(goals, "client CPU")["measured"] == (
+        "N=1: 2.00 ms, N=512: 2.90 ms (and the Slack render: N=1: —, N=512: 1.20 ms)")
     assert "115.0 MB" in _by_goal(goals, "peak RSS")["measured"]
+    assert "first start: 130.0 MB" in _by_goal(goals, "peak RSS")["measured"]
     assert _by_goal(goals, "÷ one-shot")["measured"] == "1.36× (0.55 s vs 0.41 s)"
     assert "ready node: 39.0 ms, 24 forks" in _by_goal(goals, "settings probe's CPU")["measured"]
 
