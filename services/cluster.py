@@ -169,7 +169,12 @@ class Cluster:
                     got.append(done.get_nowait())
                 left -= len(got)
                 if len(nodes) >= COLLECT_FROM_NODES:
-                    gc.collect(1)  # asyncssh's finished commands (see snapshot)
+                    # asyncssh leaves every finished command in reference cycles (its process, channel and
+                    # streams, ~4 KB a node) and the bot's collector runs seldom (bot/app.py GC_THRESHOLDS): at
+                    # 512 nodes ~2 MB of them were still there while the answer was built on top. Collected here
+                    # (~0.04 ms a node), their memory is reused by the answer; below this many nodes the
+                    # collection's own cost (~1 ms) is not worth it.
+                    gc.collect(1)
                 yield got
                 del got
         finally:
@@ -188,34 +193,19 @@ class Cluster:
     ) -> Snapshot:
         """Probe ``nodes`` (all at once) for ``services``; slow or dead nodes become ``unreachable``.
 
+        :meth:`answers`, gathered: every report and record at once, in the order of ``nodes``.
         ``node_gpus``: see :meth:`probe_node` (answers about services leave the nodes' GPU lists out).
         """
-        opts = options or ProbeOptions()
         started = time.monotonic()
-        by_node: dict[str, list[Service]] = {}
-        for s in services:
-            by_node.setdefault(s.node, []).append(s)
+        reports: list[NodeReport | None] = [None] * len(nodes)
         found: list[list[ServiceState]] = [[] for _ in nodes]
-
-        async def ask(i: int, node: Node) -> NodeReport:
-            # The records are handed over here, not returned: gather's tasks (and its future) keep what they
-            # returned until this task next yields, and the snapshot must be their only owner, so that a caller
-            # that lets a record go (handlers.live.service_cards, once its card is built) really frees it.
-            report, found[i], _raw = await self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False,
-                                                           node_gpus=node_gpus)
-            return report
-
-        reports = await asyncio.gather(*(ask(i, node) for i, node in enumerate(nodes)))
-        snap = Snapshot(elapsed_s=0.0, nodes=reports)
+        async for batch in self.answers(services, nodes, options, node_gpus, batch=max(1, len(nodes))):
+            for i, report, states in batch:
+                reports[i], found[i] = report, states
+        snap = Snapshot(elapsed_s=0.0, nodes=[r for r in reports if r is not None])
         for states in found:
             snap.services.extend(states)
         found.clear()
-        if len(nodes) >= COLLECT_FROM_NODES:
-            # asyncssh leaves every finished command in reference cycles (its process, channel and streams, ~4 KB
-            # a node) and the bot's collector runs seldom (bot/app.py GC_THRESHOLDS): at 512 nodes ~2 MB of them
-            # were still there while the answer was built on top. Collected now (~0.04 ms a node), their memory is
-            # reused by the answer; below this many nodes the collection's own cost (~1 ms) is not worth it.
-            gc.collect(1)
         snap.elapsed_s = time.monotonic() - started
         return snap
 
