@@ -29,7 +29,7 @@ from handlers.watcher import WATCH_PROBE
 from services.cluster import Cluster, NodeReport
 from services.models import CommandResult, ServiceState
 from services.node.probe import MARK
-from services.node.ssh import MAX_CHANNELS, AnswerEnd, NodePool
+from services.node.ssh import MAX_CHANNELS, AnswerEnd, NodePool, _Session
 from services.sim.scenarios import KIMI_UNIT, kimi_node
 from services.store.leader import Callback, Role
 from tests.conftest import MakeCluster, SimCluster
@@ -392,18 +392,23 @@ class _Channel:
         self.closed = True
 
 
-async def test_a_shell_that_speaks_and_exits_before_the_first_trigger_is_read_at_once() -> None:
-    # The order the node-side test above meets only sometimes: the account's shell prints its refusal and
-    # the channel ends before the first newline is written. The poll reads what it printed at once, as a
-    # one-shot probe would, instead of waiting out the node's timeout for an answer that cannot come.
+async def _session_on_a_channel() -> tuple[_Session, _Channel, asyncio.Semaphore]:
+    """A probe-loop session on a stand-in channel, holding the one channel permit of its connection."""
     from services.node.probe import session_answer_end
-    from services.node.ssh import _Session
 
     permit = asyncio.Semaphore(1)
     await permit.acquire()
     session = _Session("the probe loop", session_answer_end, permit)
     chan = _Channel()
     session.connection_made(chan)  # type: ignore[arg-type]
+    return session, chan, permit
+
+
+async def test_a_shell_that_speaks_and_exits_before_the_first_trigger_is_read_at_once() -> None:
+    # The order the node-side test above meets only sometimes: the account's shell prints its refusal and
+    # the channel ends before the first newline is written. The poll reads what it printed at once, as a
+    # one-shot probe would, instead of waiting out the node's timeout for an answer that cannot come.
+    session, chan, permit = await _session_on_a_channel()
     session.data_received(b"this account runs no commands\n", None)  # type: ignore[arg-type]
     session.exit_status_received(1)
     session.connection_lost(None)
@@ -417,14 +422,7 @@ async def test_a_shell_that_speaks_before_the_first_trigger_and_hangs_times_out_
     # before the first newline is written. A one-shot probe waits for the command to end and times out; so
     # does the poll, instead of reading the greeting at once as a broken answer ("probe: welcome"). It was
     # 1 in 4 runs of that test before.
-    from services.node.probe import session_answer_end
-    from services.node.ssh import _Session
-
-    permit = asyncio.Semaphore(1)
-    await permit.acquire()
-    session = _Session("the probe loop", session_answer_end, permit)
-    chan = _Channel()
-    session.connection_made(chan)  # type: ignore[arg-type]
+    session, chan, permit = await _session_on_a_channel()
     session.data_received(b"welcome\n", None)  # type: ignore[arg-type]
     assert not session.closed
     with pytest.raises(TimeoutError):
