@@ -589,7 +589,8 @@ class Store:
         """``record_snapshot`` for each state: the id of its snapshot, and the last ready snapshot of those
         not ready now (None for the ready ones, or when there is none).
 
-        One trip to the database thread for a whole answer (the bot records on every question). Only ids are
+        One trip to the database thread for all the given states (an answer records each batch of nodes as it
+        comes, ``handlers.live.service_cards``; the bot records on every question). Only ids are
         kept and returned, not the snapshots: the caller compares ids, and at 512 services the snapshots were
         ~5 MB of the answer's peak (read back, decoded, validated, remembered).
         """
