@@ -173,13 +173,37 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextlib.contextmanager
+def _loader_cache_lookups() -> Iterator[None]:
+    """``ctypes.util.find_library`` answered from the dynamic loader's cache only, inside.
+
+    For the imports of a command: asyncssh looks for optional C libraries at import (liboqs, nettle), and on
+    Linux each name the loader's cache lacks falls through to compiling and linking an empty program (gcc,
+    collect2, ld: ~10 ms each; liboqs is looked for under two names). A name found that way is loaded by its
+    soname, which the loader resolves from the same cache and directories, so a library the cache lacks is
+    not loadable by name either; with ``LD_LIBRARY_PATH`` set the full lookup is kept (it searches there).
+    """
+    import ctypes.util
+
+    from_cache = getattr(ctypes.util, "_findSoname_ldconfig", None)
+    if from_cache is None or not sys.platform.startswith("linux") or os.environ.get("LD_LIBRARY_PATH"):
+        yield
+        return
+    full = ctypes.util.find_library
+    ctypes.util.find_library = from_cache
+    try:
+        yield
+    finally:
+        ctypes.util.find_library = full
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``inferbot`` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in argv
     try:
         args = build_parser().parse_args(argv)
-        with _gc_paused():
+        with _gc_paused(), _loader_cache_lookups():
             import asyncio
 
             from bot.logs import setup_logging

@@ -41,9 +41,13 @@ NOT_FOR_HELP = NEVER_FOR_A_QUESTION | {"asyncio", "pydantic", "asyncssh", "crypt
                                        "prometheus_client", "tabulate"}
 """``--help`` and argument parsing need argparse only."""
 
-# Runs bot.cli.main in a fresh interpreter and writes the top-level packages it imported to argv[1].
+# Runs bot.cli.main in a fresh interpreter and writes the top-level packages it imported, and the programs it
+# started (the interpreter's own audit events), to argv[1].
 _PROBE = """
-import json, sys
+import json, os, sys
+started = []
+sys.addaudithook(lambda event, args: started.append(os.path.basename(str(args[0])))
+                 if event == "subprocess.Popen" else None)
 from bot.cli import main
 out, argv = sys.argv[1], sys.argv[2:]
 try:
@@ -51,12 +55,21 @@ try:
 except SystemExit as e:  # --help exits from argparse
     status = e.code
 with open(out, "w") as f:
-    json.dump({"status": status, "packages": sorted({m.split(".")[0] for m in sys.modules})}, f)
+    json.dump({"status": status, "packages": sorted({m.split(".")[0] for m in sys.modules}), "started": started}, f)
 """
+
+COMPILER = {"gcc", "cc", "collect2", "ld", "x86_64-linux-gnu-gcc"}
+"""What ``ctypes.util.find_library`` starts for a library the loader's cache lacks (asyncssh asks for liboqs)."""
 
 
 def imported_by(argv: list[str]) -> tuple[int, set[str], str]:
     """(exit status, top-level packages imported, stdout) of ``inferbot ARGV`` in a fresh interpreter."""
+    status, packages, stdout, _ = run_fresh(argv)
+    return status, packages, stdout
+
+
+def run_fresh(argv: list[str]) -> tuple[int, set[str], str, list[str]]:
+    """``imported_by`` and the names of the programs the command started."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "INFERBOT_"))}
     with tempfile.TemporaryDirectory(prefix="inferbot-imports-") as d:
         out = Path(d) / "imports.json"
@@ -64,7 +77,7 @@ def imported_by(argv: list[str]) -> tuple[int, set[str], str]:
                               timeout=120, env=env, cwd=d)
         assert out.exists(), done.stderr
         found = json.loads(out.read_text())
-    return found["status"], set(found["packages"]), done.stdout
+    return found["status"], set(found["packages"]), done.stdout, found["started"]
 
 
 def test_help_imports_argparse_only() -> None:
@@ -119,12 +132,14 @@ dir = "{state}"
         assert status == 0
         assert "alembic" in first
         # Every later one finds the schema at its version and imports none of it.
-        status, packages, stdout = await asyncio.to_thread(imported_by, argv)
+        status, packages, stdout, started = await asyncio.to_thread(run_fresh, argv)
     reply = json.loads(stdout)
     assert status == 0 and reply["ok"], stdout
     assert [s["service"] for s in reply["data"]["services"]] == ["kimi"]
     assert "sqlalchemy" in packages  # the store was used (the settings were recorded)...
     assert not packages & NEVER_FOR_A_QUESTION, sorted(packages & NEVER_FOR_A_QUESTION)  # ...and nothing else
+    # asyncssh's optional libraries are looked up in the loader's cache only: no compiler is run to find them.
+    assert not set(started) & COMPILER, started
 
 
 async def test_ask_opens_the_store_while_the_nodes_are_asked(make_cluster: MakeCluster,
@@ -243,3 +258,28 @@ def test_a_context_given_a_store_still_opening_waits_for_it_once(tmp_path: Path)
     with pytest.raises(SchemaError):
         _ = broken.store  # what opening raised, where the store is read
     assert Context(config=config, cluster=Cluster(config, NodePool())).store is None
+
+
+def test_library_lookups_during_a_commands_imports_use_the_loaders_cache_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes.util
+
+    from bot.cli import _loader_cache_lookups
+
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    full = ctypes.util.find_library
+    libc = full("c")
+    assert libc  # the C library is in every loader cache
+    compiled: list[str] = []
+    monkeypatch.setattr(ctypes.util, "_findLib_gcc", lambda name: compiled.append(name))
+    monkeypatch.setattr(ctypes.util, "_findLib_ld", lambda name: compiled.append(name))
+    with _loader_cache_lookups():
+        assert ctypes.util.find_library("c") == libc
+        assert ctypes.util.find_library("inferbot-no-such-library") is None
+    assert compiled == []
+    assert ctypes.util.find_library is full  # restored on the way out
+    # LD_LIBRARY_PATH is searched by the full lookup only (its linker pass): then it is kept.
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/inferbot-test/lib")
+    with _loader_cache_lookups():
+        assert ctypes.util.find_library("inferbot-no-such-library") is None
+    assert compiled == ["inferbot-no-such-library", "inferbot-no-such-library"]
