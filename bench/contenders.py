@@ -306,11 +306,11 @@ def inferbot_warm(manifest: Manifest, n: int, runs: int, timeout_s: float | None
     res.extra = {k: data[k] for k in ("round_trips_per_node", "run_errors", "connects", "connects_after_warmup",
                                        "warmup_wall_s", "warmup_cpu_ms_per_node", "command_digest",
                                        "slack_front_end_imported", "rss_before_first_question_kib", "messages",
-                                       "render_s", "render_cpu_ms_per_node")
+                                       "render_s", "render_cpu_ms_per_node", "alembic_imported")
                  if k in data}
     res.extra["process_cpu_s_total"] = d.cpu_s
     if first_start:
-        # The same bot starting on a new state database: Alembic creates the schema in this process, once.
+        # The same bot starting on a new state database: serve's start has a helper process create the schema.
         d = reap(spawn([*argv[:-1], "1", "--new-store"], env=_env(), cwd=str(REPO_ROOT), new_session=True), timeout_s)
         try:
             res.extra["first_start_peak_rss_kib"] = json.loads(d.stdout)["peak_rss_kib"]

@@ -167,8 +167,9 @@ def goals(rows: list[dict[str, Any]], cheap_ns: list[int], startup: dict[str, An
     out.append({"goal": f"peak RSS of the serving bot, {RSS_AT_N} nodes configured and answered (cheap nodes)",
                 "target": f"≤ {RSS_AT_MB:g} MB",
                 "measured": "— (not run)" if row is None else
-                f"{rss:.1f} MB (VmHWM, answered and rendered for Slack, front end and scheduler imported: "
-                f"{row['extra'].get('slack_front_end_imported')}; on a new state database, first start: "
+                f"{rss:.1f} MB (VmHWM, answered and rendered for Slack, what `inferbot serve` imports imported: "
+                f"{row['extra'].get('slack_front_end_imported')}, Alembic in the process: "
+                f"{row['extra'].get('alembic_imported')}; on a new state database, first start: "
                 f"{_kib_mb(row['extra'].get('first_start_peak_rss_kib'))})",
                 "verdict": verdict([rss], RSS_AT_MB)})
 

@@ -14,8 +14,9 @@ digest of the commands the bot really sent (the baselines must send the same). T
 the scheduler's modules are imported first, so the RSS is that of the bot process (``inferbot serve``), not
 of a slimmer one; each answer is dropped once rendered, as the bot drops an answer once posted, so the peak
 is not that of two answers at once. The state database is created (or upgraded) first by a child process,
-as a bot restarted on its database finds it; ``--new-store`` leaves that to the measured process instead
-(a first start: Alembic is imported once, ~12 MB).
+as a bot restarted on its database finds it; ``--new-store`` starts on a new one instead (a first start:
+``inferbot serve``'s start, ``bot.replicas.open_leadership``, has a helper process create it).
+``alembic_imported`` says whether Alembic ended up in the measured process (it should not).
 """
 
 from __future__ import annotations
@@ -60,12 +61,17 @@ class _Failures(logging.Handler):
             self.seen.append(f"{type(e).__name__}: {e}")
 
 
+SERVE_MODULES = ("bot.slack.serve", "bot.replicas", "bot.slack.app", "bot.scheduler", "bot.slack.notifier",
+                 "bot.slack.home", "slack_bolt.adapter.socket_mode.async_handler")
+"""What ``inferbot serve`` imports (``bot.slack.serve`` and what it imports as it starts)."""
+
+
 def _import_front_end() -> bool:
-    """Load the Slack front end's and the scheduler's modules too, so peak RSS is that of the bot process
-    (``inferbot serve`` runs both)."""
+    """Load the modules ``inferbot serve`` loads (the Slack front end, the scheduler, the store's leadership),
+    so peak RSS is that of the bot process."""
     try:
-        importlib.import_module("bot.slack.app")
-        importlib.import_module("bot.scheduler")
+        for name in SERVE_MODULES:
+            importlib.import_module(name)
     except Exception:
         return False
     return True
@@ -129,6 +135,14 @@ async def measure(config_path: str, runs: int, question: str, new_store: bool = 
     out["slack_front_end_imported"] = _import_front_end()
     out["rss_before_first_question_kib"] = read_vm_hwm_kib()
     async with runtime(config) as rt:
+        from bot.replicas import open_leadership
+
+        # As `inferbot serve` starts: the schema checked, and created or upgraded by a helper process.
+        leadership = await open_leadership(rt)
+        if isinstance(leadership, str):
+            out["errors"].append(leadership)
+            return out
+        out["alembic_imported"] = "alembic" in sys.modules
         asker = Asker(surface="slack")
         sent: dict[str, str] = {}
         real_run = rt.pool.run

@@ -11,8 +11,9 @@ import logging
 from sqlalchemy.exc import DBAPIError
 
 from bot.app import Runtime
+from services.store.errors import SchemaError
 from services.store.leader import Leadership, PgLeader, SoleLeader
-from services.store.migrate import SchemaError
+from services.store.migrate_apart import upgrade_apart
 from services.store.store import Store
 
 log = logging.getLogger("inferbot.replicas")
@@ -38,6 +39,8 @@ async def open_leadership(rt: Runtime) -> Leadership | str:
     if store is None:
         return SoleLeader()
     try:
+        # A schema to create or upgrade is done by a helper process: Alembic never loads into the bot (~12 MB).
+        await upgrade_apart(store)
         version = await store.prepare()
     except (SchemaError, DBAPIError, OSError) as e:
         return store_problem(store, e)

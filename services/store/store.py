@@ -378,6 +378,11 @@ class Store:
         return self._url_obj
 
     @property
+    def in_memory(self) -> bool:
+        """True for an in-memory SQLite database: it exists in this process only."""
+        return self._memory
+
+    @property
     def is_postgres(self) -> bool:
         """True when the state lives in PostgreSQL (replicas possible), False for SQLite."""
         return self._url_obj.get_backend_name() == "postgresql"
