@@ -362,10 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         "inferbot warm: one long-lived process (bench/warm_client.py) with runtime(config); one warm-up question "
         "opens the connections and is not counted; each question is answered as the Slack front end answers it "
         "(the Slack surface, then rendered into the messages it posts: its wall is reported apart, as render_s); "
-        "peak RSS is its VmHWM with the Slack front end and the scheduler imported, its state database created "
-        "beforehand by a child process, as a restarted bot finds it (at the RSS goal's N, one more run on a new "
-        "database gives the first start's peak: Alembic is imported once); its client CPU is that of answer(), "
-        "the render's is reported apart",
+        "peak RSS is its VmHWM with every module `inferbot serve` imports imported and started as serve starts "
+        "(bot.replicas.open_leadership), its state database created beforehand by a child process, as a "
+        "restarted bot finds it (at the RSS goal's N, one more run on a new database gives the first start's "
+        "peak: a helper process creates the schema); its client CPU is that of answer(), the render's is "
+        "reported apart",
         "inferbot cold: `inferbot ask \"…\" --json --config FILE`, whole process (Python start-up, imports, "
         "new SSH connections, SQLite store), the project's modules byte-compiled first as an installed copy has "
         "them (pip compiles on install); peak RSS from wait4; the one-shot `ssh` it is compared with is "
