@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -42,9 +43,41 @@ def login_user() -> str:
     return TEST_USER
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[tuple[str, int]] = set()
+
+
+def _outside_ephemeral() -> range:
+    """Ports the kernel never gives an outgoing connection's local end: below its ephemeral range (from 10,000),
+    or above it when there is no room below."""
+    try:
+        low, high = (int(x) for x in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(10_000, low) if low - 10_000 >= 1_000 else range(high + 1, 65_536)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago."""
-    with socket.socket() as s:
+    """A port that was free a moment ago, outside the kernel's ephemeral range, and never the same twice here.
+
+    The kernel's own choice (binding port 0) comes from the range it also gives outgoing connections: an SSH,
+    HTTP or PostgreSQL client of another test could take the port before the server it was meant for binds
+    it, and a simulated vLLM that cannot bind its port fails its unit, as a real one would (seen once in a
+    full run). A port picked outside that range can only be taken by another listener.
+    """
+    span = _outside_ephemeral()
+    for _ in range(500):
+        port = random.choice(span)
+        if (host, port) in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add((host, port))
+        return port
+    with socket.socket() as s:  # a machine with every such port taken: the kernel's choice, as before
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

@@ -67,3 +67,14 @@ def test_is_loopback() -> None:
     assert netguard.is_loopback("::ffff:127.0.0.1") and netguard.is_loopback("localhost")
     assert not netguard.is_loopback("10.255.255.1") and not netguard.is_loopback("slack.com")
     assert not netguard.is_loopback("0.0.0.0")
+
+
+def test_ports_for_test_servers_are_outside_the_ephemeral_range_and_never_repeat() -> None:
+    # A port from the kernel's ephemeral range can be taken by another test's outgoing connection before the
+    # server it was picked for binds it (a simulated vLLM then fails to start).
+    from tests.sshd import EPHEMERAL_RANGE, free_port
+
+    low, high = (int(x) for x in EPHEMERAL_RANGE.read_text().split())
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert not [p for p in ports if low <= p <= high]

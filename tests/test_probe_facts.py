@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -49,15 +48,10 @@ from services.sim.scenarios import (
     uv_unit,
 )
 from tests.samples import probe_before15 as old
+from tests.sshd import free_port
 
 ACCESS_LOG = re.compile(r'^.*"(GET|POST) /[^ ]* HTTP/1\.1" \d{3}.*\n?', re.MULTILINE)
 WATCHED = ("state", "reason", "since", "active", "main_pid", "restarts", "invocation_id", "api_url", "unit")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def sh(node: SimNode, script: str, stdin: str | None = None) -> str:

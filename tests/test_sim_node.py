@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,13 +29,7 @@ from services.sim.scenarios import (
     qwen_node,
     template_unit,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.sshd import free_port
 
 
 class Sh:

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import asyncssh
 
+from tests.sshd import free_port
+
 CACHE = Path(os.environ.get("INFERBOT_ROOTFS_CACHE", "/var/cache/inferbot-tests"))
 SUITE = "bookworm"
 PACKAGES = ("systemd", "systemd-sysv", "dbus", "openssh-server", "python3", "sudo", "curl", "procps",
@@ -173,13 +175,6 @@ class Container:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
                 time.sleep(0.1)
-
-
-def free_port() -> int:
-    """A loopback port that was free a moment ago (the container shares the host's network namespace)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _overlay(lower: Path, work: Path) -> tuple[Path, list[Path]]:
