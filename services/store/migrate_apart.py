@@ -16,7 +16,6 @@ usual one-line reason (a newer schema, a refused password): the helper saves mem
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import subprocess
@@ -86,7 +85,7 @@ def main() -> int:
         answer = asyncio.run(_upgrade(url))
     except Exception as e:
         answer = HelperAnswer(error=type(e).__name__)
-    print(json.dumps(answer.model_dump(exclude_none=True)))
+    print(answer.model_dump_json(exclude_none=True))
     return 0 if answer.version is not None else 1
 
 
