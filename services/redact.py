@@ -18,6 +18,8 @@ flag ordinary words, which in-place redaction cannot use.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Iterator
 
 from services.redaction.names import REDACTED, SECRET_FLAGS, Secret, is_secret_name, normalise_name
@@ -71,19 +73,31 @@ class Redactor:
         return self._plain(s)
 
     def lines(self, lines: list[str]) -> list[str]:
-        """Redact journal lines: known values anywhere, then :func:`redact_lines` (multi-line PEM blocks whole)."""
-        if not self._known:
-            return redact_lines(lines)
-        return redact_lines([self._known_only(x) for x in lines])
+        """Redact journal lines: known values anywhere, then :func:`redact_lines` (what spans lines, whole)."""
+        return redact_lines(lines, self._known_only if self._known else None)
 
     def _known_only(self, s: str) -> str:
         for k in self._known:
             if k in s:
-                s = s.replace(k, REDACTED)
+                if len(k) >= WHOLE_WORD_BELOW or not (_WORD.match(k[0]) and _WORD.match(k[-1])):
+                    s = s.replace(k, REDACTED)
+                else:
+                    s = _whole_word(k).sub(REDACTED, s)
         return s
 
     def _plain(self, s: str) -> str:
-        return redact_patterns(self._known_only(s))
+        return redact_patterns(s, self._known_only if self._known else None)
+
+
+# A short value ("vllm", "test1234") is replaced only as a whole word, so that it never takes a piece out of a file
+# name, a path or a flag ("vllm_config.py", "pytest"); a longer one is replaced wherever it appears.
+WHOLE_WORD_BELOW = 12
+_WORD = re.compile(r"\w")
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_word(value: str) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(value) + r"(?!\w)")
 
 
 def _knowable(v: str) -> bool:

@@ -14,14 +14,21 @@ from services.redaction.names import QREDACTED, REDACTED, is_secret_name, normal
 # Cheap pre-checks: text with none of these fragments (lower-cased) and none of the token prefixes cannot contain
 # anything we redact. Written as tries, without IGNORECASE: ``re`` scans these about twice as fast as a flat
 # alternation and several times faster than a case-insensitive one (python -m bench.redaction).
-_FRAGS = r"a(?:uth)|cred|dsn|key|p(?:ass|w|riv)|s(?:ecret|ig(?:n(?:ing|ature)|(?![a-z])))|token(?!iz)|webhook"
+_FRAGS = (r"a(?:uth)|c(?:red|ookie)|dsn|key|p(?:ass|w|riv)|s(?:ecret|ig(?:n(?:ing|ature)|(?![a-z])))|token(?!iz)"
+          r"|webhook")
 HINT_LOW = re.compile(_FRAGS + r"|b(?:earer|asic)|://")
 _FRAG_SEP = re.compile(r"(?:" + _FRAGS + r")[\w.\-]*\\?[\"']?(?:[ \t]*[=:]|[ \t]+)")
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
-_KEY_AT = re.compile(r"(?P<q>\\?[\"']?)(?P<k>-{0,2}[A-Za-z0-9_][A-Za-z0-9_.\-]*)(?P=q)(?P<sep>[ \t]*[=:][ \t]*|[ \t]+)")
+_KEY_AT = re.compile(r"(?P<q>\\?[\"']?)(?P<k>-{0,2}[A-Za-z0-9_][A-Za-z0-9_.\-]*)(?P=q)"
+                     r"(?P<sep>[ \t]*(?::=|=>|[=:])[ \t]*|[ \t]+)")
+# A header as a tuple: ('x-api-key', '…'), (b'authorization', b'Bearer …'), as httpx and ASGI print them.
+_TUPLE_ITEM = re.compile(r"\(\s*b?(?P<q>['\"])(?P<k>[A-Za-z0-9_.\-]+)(?P=q)\s*,\s*(?P<v>b?(?P<vq>['\"]))")
+# A value the scanner already replaced, used as a key ("[redacted] = B07y…"): what follows is as secret.
+_AFTER_MARK = re.compile(r"\[redacted\]['\"]?(?P<sep>[ \t]*(?::=|=>|=|:(?!//))[ \t]*)")
 _AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "apikey", "negotiate", "hmac", "aws4-hmac-sha256"})
 BEARER = re.compile(r"(?P<k>\b(?i:Bearer)[ \t]+|\bBasic[ \t]+)(?P<v>(?!\[redacted\])[A-Za-z0-9._~+/=\-]{3,})")
 _CLOSE = {"[": "]", "{": "}", "(": ")"}
+_COOKIE = re.compile(r"(?:^|_)COOKIES?$")
 _COUNT_NAMES = frozenset({"TOKENS", "KEYS"})
 _PLAIN_WORDS = frozenset({"None", "null", "True", "False", "true", "false", "NULL"})  # no secret, keep readable
 
@@ -58,6 +65,8 @@ def redact_keyed(s: str, low: str) -> str:
         is_flag = key.startswith("--")
         if not sep.strip() and not is_flag:
             continue  # "word value" is prose, not a key; only --flags take a space-separated value
+        if is_flag and ":" in sep:
+            continue  # "argument --api-key: expected one argument" names a flag, it does not set one
         if not is_secret_name(key):
             continue
         start = m.end()
@@ -68,10 +77,15 @@ def redact_keyed(s: str, low: str) -> str:
             continue  # "--api-key --port": a switch followed by the next flag
         query = m.start() > 0 and s[m.start() - 1] in "?&;" and not q
         end, kind = value_end(s, start, query)
+        if kind == "word" and s[_skip_blanks(s, end):_skip_blanks(s, end) + 1] in ("=", ":") and \
+                not s.startswith("://", _skip_blanks(s, end)):
+            continue  # "credentials: aws_secret_access_key = …": the word is the next key, which goes on its own
         if outer and kind == "word" and sep.strip() == "=":
             close = _close_quote(s, start, outer)  # the value runs to the quote that closes the item
             if close >= 0:
                 end = close
+        if kind == "word" and _COOKIE.search(normalise_name(key)):
+            end = _item_end(s, start, outer)  # "Cookie: a=1; b=2" is one value, to the end of the header
         if is_flag:
             end = _more_flag_values(s, end)
         elif kind == "word" and normalise_name(key).endswith(("AUTHORIZATION", "AUTH")) and \
@@ -83,6 +97,60 @@ def redact_keyed(s: str, low: str) -> str:
             continue  # "Generated tokens: 128" is a count ({"tokens": [...]} stays secret)
         out.append(s[pos:start])
         out.append(_replacement(s, start, kind, q) + "\n" * s.count("\n", start, end))
+        pos = end
+    if not out:
+        return s
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def _item_end(s: str, start: int, outer: str) -> int:
+    """The end of a header's value: the quote that closes the item it is in, else the end of the line."""
+    if outer:
+        close = _close_quote(s, start, outer)
+        if close >= 0:
+            return close
+    eol = s.find("\n", start)
+    end = len(s) if eol < 0 else eol
+    while end > start and s[end - 1] in " \t\r":
+        end -= 1
+    return end
+
+
+def redact_tuples(s: str) -> str:
+    """``('x-api-key', '…')`` and ``(b'cookie', b'…')``: a secret-named header's value in a tuple is replaced."""
+    out: list[str] = []
+    pos = 0
+    for m in _TUPLE_ITEM.finditer(s):
+        if m.start() < pos or not is_secret_name(m["k"]):
+            continue
+        vq = m["vq"]
+        close = _close_quote(s, m.end(), vq)
+        if close < 0 or s[m.end():close] == REDACTED:
+            continue
+        out += [s[pos:m.end()], REDACTED]
+        pos = close
+    if not out:
+        return s
+    out.append(s[pos:])
+    return "".join(out)
+
+
+def redact_after_marks(s: str) -> str:
+    """``[redacted] = value``: a replaced value that stood where a key stands takes the value after it too."""
+    out: list[str] = []
+    pos = 0
+    for m in _AFTER_MARK.finditer(s):
+        start = m.end()
+        if start < pos or start >= len(s) or s[start] in "\r\n" or s.startswith(REDACTED, start) or \
+                s.startswith(QREDACTED, start) or s.startswith(f"'{REDACTED}'", start):
+            continue
+        if not m["sep"].strip() and s.startswith("-", start):
+            continue
+        end, kind = value_end(s, start, False)
+        if end <= start:
+            continue
+        out += [s[pos:start], _replacement(s, start, kind, "")]
         pos = end
     if not out:
         return s

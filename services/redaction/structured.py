@@ -192,15 +192,24 @@ def redact_obj(obj: object) -> object:
 _YAML_KEY = re.compile(r"^(?P<ind>[ \t]*(?:-[ \t]+)?)(?P<q>[\"']?)(?P<k>[^\s:\"'#][^:\"'#]*?)(?P=q)[ \t]*:(?:[ \t]+|$)")
 
 
+_YAML_EXPLICIT = re.compile(r"^(?P<ind>[ \t]*)\?[ \t]+(?P<q>[\"']?)(?P<k>[^\"'#]*?)(?P=q)[ \t]*(?:#.*)?$")
+_YAML_BLOCK = ("", "|", ">", "|-", ">-", "|+", ">+")
+
+
 def redact_yaml_text(text: str) -> str:
     """Redact YAML text (a ``--config`` file) line by line; unchanged bytes when nothing is secret.
 
     A secret-named key's value, scalar or nested block (``key:`` followed by deeper lines, ``key: |``), is
-    replaced by ``'[redacted]'``; every other line goes through :func:`redact_patterns`.
+    replaced by ``'[redacted]'``, for an explicit key (``? api-key`` then ``: value``) too. When the text parses,
+    every value that YAML puts under a secret-named key is replaced wherever it is written, so a value given
+    once with an anchor (``&k value``) and used under a secret key through its alias (``api-key: *k``) goes
+    too. Every other line goes through :func:`redact_patterns`.
     """
+    known = _yaml_secret_values(text)
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     skip_deeper: int | None = None
+    explicit: int | None = None  # indent of a "? secret-key" line whose ": value" line comes next
     for line in lines:
         body = line.rstrip("\r\n")
         indent = len(body) - len(body.lstrip(" \t"))
@@ -208,14 +217,43 @@ def redact_yaml_text(text: str) -> str:
             if not body.strip() or indent > skip_deeper or (indent == skip_deeper and body.lstrip().startswith("- ")):
                 continue
             skip_deeper = None
+        if explicit is not None and indent == explicit and body.lstrip().startswith(":"):
+            value = body.lstrip()[1:].strip()
+            explicit = None
+            if value in _YAML_BLOCK or value.startswith("#"):
+                skip_deeper = indent
+            out.append(f"{body[:indent]}: '{REDACTED}'{line[len(body):]}")
+            continue
+        e = _YAML_EXPLICIT.match(body)
+        if e:
+            explicit = indent if is_secret_name(e["k"]) else None
+            out.append(line)
+            continue
         m = _YAML_KEY.match(body)
         if m and is_secret_name(m["k"]):
             value = body[m.end():].strip()
-            if value in ("", "|", ">", "|-", ">-", "|+", ">+") or value.startswith("#"):
+            if value in _YAML_BLOCK or value.startswith("#"):
                 skip_deeper = indent
             if value != f"'{REDACTED}'":
                 out.append(f"{body[:m.end()].rstrip()} '{REDACTED}'{line[len(body):]}")
                 continue
-        out.append(redact_patterns(line))
+        out.append(redact_patterns(_replace_yaml_values(line, known) if known else line))
     return "".join(out)
 
+
+def _yaml_secret_values(text: str) -> list[str]:
+    """The scalars YAML puts under secret-named keys (aliases resolved), longest first; none if it does not parse."""
+    import yaml  # only YAML text pays for PyYAML
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    return sorted(collect_secret_values(data, min_len=4), key=len, reverse=True)
+
+
+def _replace_yaml_values(line: str, values: list[str]) -> str:
+    for v in values:
+        if v in line:
+            line = re.sub(r"(?P<q>['\"]?)(?<![\w\-])" + re.escape(v) + r"(?![\w\-])(?P=q)", f"'{REDACTED}'", line)
+    return line
