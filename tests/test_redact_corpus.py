@@ -302,6 +302,15 @@ def test_json_key_and_value_on_two_journal_lines() -> None:
         assert '"port": 8000}' in out[1] and "[cfg.py:31] aws_secret_access_key =" in out[2]
 
 
+def test_lines_as_journalctl_prints_them_keep_their_prefix() -> None:
+    pre = "2026-12-05T00:03:03+0000 gpu-r sh[8209]: "
+    lines = [pre + '{"api_key":', pre + '  "1Ut9smiSZTnIgmoEnXNx9xWMpmq1dk4T"}', pre + "api_key",
+             pre + "  Value error [type=value_error, input_value='TWLHVgh2a9Lqi28vWqQiMp5qI4zDiM', input_type=str]"]
+    out = redact_lines(lines)
+    assert out == [lines[0], pre + f'  "{REDACTED}"}}', lines[2],
+                   pre + f"  Value error [type=value_error, input_value='{REDACTED}', input_type=str]"]
+
+
 def test_a_list_value_that_runs_over_lines_goes_whole() -> None:
     lines = ["cfg 'api_keys':", "  ['KbLm5ZXr2b8Rrn1DyHdqE0m4',", "   'Fv0wQpG3zxk6Lr4TnSa7Ym2e']", "next line stays"]
     out = redact_lines(lines)

@@ -162,17 +162,27 @@ _INPUT_VALUE = re.compile(r"\binput_value=")
 _INPUT_DICT = re.compile(r"'loc': \((?P<loc>[^)]*)\)(?P<mid>[^{}]*?)'input': ")
 
 
+# What journalctl (short, short-iso, short-precise) and vLLM's process tag put before a message.
+_LINE_PREFIX = re.compile(
+    r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)"
+    r" \S+ [^\s:\[]+(?:\[\d+\])?: )?(?:\(\w+ pid=\d+\) )?"
+)
+
+
 def _across_lines(lines: list[str]) -> list[str]:
     """The second pass over (already redacted) lines: values that start on the line after their key, and
-    pydantic's ``input_value`` of a secret field."""
+    pydantic's ``input_value`` of a secret field. A journal line's prefix (time, host, process) is left alone."""
     out = list(lines)
     depth = 0  # brackets still open in a value that runs over several lines
     pending = False  # the previous line ended with a secret-named key and its separator
     secret_field = False  # inside pydantic's errors of a secret-named field
-    for i, line in enumerate(out):
+    for i, whole in enumerate(out):
+        cut = _LINE_PREFIX.match(whole)
+        head, line = (whole[:cut.end()], whole[cut.end():]) if cut else ("", whole)
         if depth > 0:
             depth += _balance(line)
-            out[i] = REDACTED
+            out[i] = head + REDACTED
             continue
         if pending and line.strip():
             pending = False
@@ -182,18 +192,18 @@ def _across_lines(lines: list[str]) -> list[str]:
                 if kind == "word" and line[j] in "[{(":  # a structure that goes on below
                     depth = _balance(line[j:])
                     end = len(line)
-                out[i] = line[:j] + (line[j] + REDACTED + line[j] if kind == "quoted" else REDACTED) + line[end:]
-                line = out[i]
+                line = line[:j] + (line[j] + REDACTED + line[j] if kind == "quoted" else REDACTED) + line[end:]
         if _PYDANTIC_LOC.fullmatch(line):
             secret_field = is_secret_name(line.replace("[", ".").replace("]", ""))
         elif line[:1] in (" ", "\t"):
             if secret_field and "input_value=" in line:
-                out[i] = line = _after(line, _INPUT_VALUE)
+                line = _after(line, _INPUT_VALUE)
         else:
             secret_field = False
         m = _DANGLING.search(line)
         if m is not None and is_secret_name(m["k"]):
             pending = True
+        out[i] = head + line
     return out
 
 
