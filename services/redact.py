@@ -5,15 +5,14 @@ Redaction happens where node output is parsed, before anything is stored, render
 * names: :func:`is_secret_name` decides for env vars, flags and JSON/YAML/dict keys (any spelling:
   ``HF_TOKEN``, ``hf-token``, ``hfToken``); a secret name's whole value is replaced, whatever its type;
 * known values: :class:`Redactor` replaces every literal secret value seen on the node wherever it appears
-  (:func:`collect_secret_values` gathers them from structures);
-* shapes in free text: :func:`redact_patterns` (``name=value``, ``name: value``, quoted and Python-repr
-  forms, ``--flag v1 v2``, auth headers, URL credentials, PEM blocks and provider token shapes).
+  (:func:`collect_secret_values` gathers them from structures); a short one only as a whole word;
+* shapes in free text: :func:`redact_patterns` (gitleaks' provider token rules, inferbot's own token shapes,
+  ``name=value``, ``name: value``, quoted and Python-repr forms, ``--flag v1 v2``, auth headers, cookies, header
+  tuples, URL credentials, command-line passwords, PEM blocks), also when colour codes, odd spaces or
+  ``%``-encoding hide them; :func:`redact_lines` adds what spans journal lines.
 
-The token shapes are a hand-kept list rather than ``detect-secrets``: ``python -m bench.redaction`` measured
-its ``scan_line`` at ~200x and even its bare plugins at ~30x the cost of :func:`redact_patterns` on 200 vLLM
-journal lines (both far over the ~3 ms a question may spend per node), its named detectors miss shapes we need
-(``hf_``, ``nvapi-``, ``dapi``, ``sk-ant-``/``sk-proj-``, ``github_pat_``, Google), and its entropy detectors
-flag ordinary words, which in-place redaction cannot use.
+The parts live in :mod:`services.redaction`; why gitleaks' rules and not detect-secrets is in the README
+("Secrets") and ``python -m bench.redaction`` measures it.
 """
 
 from __future__ import annotations

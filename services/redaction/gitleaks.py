@@ -22,12 +22,10 @@ otherwise (a flag group after the start, POSIX classes, ``\\z``).
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import ahocorasick
@@ -38,16 +36,20 @@ DIGEST = HERE / "gitleaks_rules.json"
 EXCLUDED = frozenset({"generic-api-key"})
 
 
-@dataclass
+# Plain classes rather than dataclasses: a dataclass is built at import, which a cold start pays for.
 class Allowlist:
     """One of gitleaks' allowlists, reduced to what applies to free text (no paths, no commits)."""
 
-    regexes: tuple[str, ...] = ()
-    target: str = "secret"  # "secret", "match" or "line": what the regexes are searched in
-    stopwords: tuple[str, ...] = ()
-    all_of: bool = False  # condition = "AND": every check it has must hold
-    other_checks: bool = False  # it has paths or commits, which never hold for a line of text
-    _compiled: tuple[re.Pattern[str], ...] | None = field(default=None, init=False, repr=False)
+    __slots__ = ("_compiled", "all_of", "other_checks", "regexes", "stopwords", "target")
+
+    def __init__(self, regexes: tuple[str, ...] = (), target: str = "secret", stopwords: tuple[str, ...] = (),
+                 all_of: bool = False, other_checks: bool = False) -> None:
+        self.regexes = regexes
+        self.target = target  # "secret", "match" or "line": what the regexes are searched in
+        self.stopwords = stopwords
+        self.all_of = all_of  # condition = "AND": every check it has must hold
+        self.other_checks = other_checks  # it has paths or commits, which never hold for a line of text
+        self._compiled: tuple[re.Pattern[str], ...] | None = None
 
     def allows(self, secret: str, match: str, line: str) -> bool:
         """True when this allowlist drops the finding, as gitleaks' ``checkFindingAllowed`` decides."""
@@ -64,37 +66,36 @@ class Allowlist:
         return by_regex or by_word
 
 
-@dataclass(frozen=True)
 class Rule:
     """One rule: its regex (in Python's spelling), its keywords, and what makes a match a finding."""
 
-    id: str
-    regex: str
-    keywords: tuple[str, ...]
-    entropy: float = 0.0
-    group: int = 0  # gitleaks' secretGroup (0: the first non-empty group)
-    min_len: int = 0  # no shorter text can hold a match
-    allowlists: tuple[Allowlist, ...] = ()
+    __slots__ = ("allowlists", "entropy", "group", "id", "keywords", "min_len", "regex")
+
+    def __init__(self, id: str, regex: str, keywords: tuple[str, ...], entropy: float = 0.0, group: int = 0,
+                 min_len: int = 0, allowlists: tuple[Allowlist, ...] = ()) -> None:
+        self.id = id
+        self.regex = regex
+        self.keywords = keywords
+        self.entropy = entropy
+        self.group = group  # gitleaks' secretGroup (0: the first non-empty group)
+        self.min_len = min_len  # no shorter text can hold a match
+        self.allowlists = allowlists
 
 
-@dataclass
 class RuleSet:
     """Rules behind a keyword gate: ``spans(text)`` is where gitleaks would find secrets in ``text``."""
 
-    rules: tuple[Rule, ...]
-    allowlists: tuple[Allowlist, ...] = ()
-    min_len: int = field(default=0, init=False)
-    _gate: ahocorasick.Automaton | None = field(default=None, init=False, repr=False)
-    _always: tuple[int, ...] = field(default=(), init=False, repr=False)  # rules without keywords run on all text
-    _compiled: dict[int, re.Pattern[str] | None] = field(default_factory=dict, init=False, repr=False)
-
-    def __post_init__(self) -> None:
+    def __init__(self, rules: tuple[Rule, ...], allowlists: tuple[Allowlist, ...] = ()) -> None:
+        self.rules = rules
+        self.allowlists = allowlists
+        self._compiled: dict[int, re.Pattern[str] | None] = {}
         by_kw: dict[str, list[int]] = {}
-        for i, r in enumerate(self.rules):
+        for i, r in enumerate(rules):
             for k in r.keywords:
                 by_kw.setdefault(k.lower(), []).append(i)
-        self._always = tuple(i for i, r in enumerate(self.rules) if not r.keywords)
-        self.min_len = min((r.min_len for r in self.rules), default=0)
+        self._always = tuple(i for i, r in enumerate(rules) if not r.keywords)  # they run on all text
+        self.min_len = min((r.min_len for r in rules), default=0)
+        self._gate: ahocorasick.Automaton | None = None
         if by_kw:
             gate = ahocorasick.Automaton()
             for k, ids in by_kw.items():
@@ -104,10 +105,12 @@ class RuleSet:
 
     def candidates(self, low: str) -> list[int]:
         """The rules whose keywords occur in ``low`` (the text lower-cased), in the file's order."""
-        found: set[int] = set(self._always)
-        if self._gate is not None:
-            for _, ids in self._gate.iter(low):
-                found.update(ids)
+        hits = list(self._gate.iter(low)) if self._gate is not None else []
+        if not hits:
+            return list(self._always)
+        found = set(self._always)
+        for _, ids in hits:
+            found.update(ids)
         return sorted(found)
 
     def pattern(self, i: int) -> re.Pattern[str] | None:
@@ -123,8 +126,11 @@ class RuleSet:
         """(start, end, rule id) of every secret gitleaks' rules find in ``text``, in the order found."""
         if len(text) < self.min_len:
             return []
+        todo = self.candidates(text.lower() if low is None else low)
+        if not todo:
+            return []
         out: list[tuple[int, int, str]] = []
-        for i in self.candidates(text.lower() if low is None else low):
+        for i in todo:
             rule = self.rules[i]
             pat = self.pattern(i) if len(text) >= rule.min_len else None
             if pat is None:
@@ -264,9 +270,10 @@ def _class(go: str, i: int, out: list[str]) -> int:
     return j + 1
 
 
-def digest(toml_text: str) -> dict[str, object]:
+def digest(toml_text: str, exclude: frozenset[str] = EXCLUDED) -> dict[str, object]:
     """The digest of a gitleaks config that ``gitleaks_rules.json`` holds: the rules that apply to free text, their
     regexes in Python's spelling with the shortest text each can match, and the allowlists."""
+    import hashlib
     import importlib
     import tomllib
 
@@ -277,7 +284,7 @@ def digest(toml_text: str) -> dict[str, object]:
     skipped: list[str] = []
     for raw in data.get("rules", []):
         rid = str(raw.get("id"))
-        if "regex" not in raw or raw.get("path") or rid in EXCLUDED:
+        if "regex" not in raw or raw.get("path") or rid in exclude:
             skipped.append(rid)
             continue
         regex = to_python(str(raw["regex"]))

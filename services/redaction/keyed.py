@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from services.redaction.names import QREDACTED, REDACTED, is_secret_name, normalise_name
+from services.redaction.names import QREDACTED, REDACTED, is_secret_name, lazy_re, normalise_name
 
 # Cheap pre-checks: text with none of these fragments (lower-cased) and none of the token prefixes cannot contain
 # anything we redact. Written as tries, without IGNORECASE: ``re`` scans these about twice as fast as a flat
@@ -22,9 +22,9 @@ _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_.-")
 _KEY_AT = re.compile(r"(?P<q>\\?[\"']?)(?P<k>-{0,2}[A-Za-z0-9_][A-Za-z0-9_.\-]*)(?P=q)"
                      r"(?P<sep>[ \t]*(?::=|=>|[=:])[ \t]*|[ \t]+)")
 # A header as a tuple: ('x-api-key', '…'), (b'authorization', b'Bearer …'), as httpx and ASGI print them.
-_TUPLE_ITEM = re.compile(r"\(\s*b?(?P<q>['\"])(?P<k>[A-Za-z0-9_.\-]+)(?P=q)\s*,\s*(?P<v>b?(?P<vq>['\"]))")
+_TUPLE_ITEM = lazy_re(r"\(\s*b?(?P<q>['\"])(?P<k>[A-Za-z0-9_.\-]+)(?P=q)\s*,\s*(?P<v>b?(?P<vq>['\"]))")
 # A value the scanner already replaced, used as a key ("[redacted] = B07y…"): what follows is as secret.
-_AFTER_MARK = re.compile(r"\[redacted\]['\"]?(?P<sep>[ \t]*(?::=|=>|=|:(?!//))[ \t]*)")
+_AFTER_MARK = lazy_re(r"\[redacted\]['\"]?(?P<sep>[ \t]*(?::=|=>|=|:(?!//))[ \t]*)")
 _AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "apikey", "negotiate", "hmac", "aws4-hmac-sha256"})
 BEARER = re.compile(r"(?P<k>\b(?i:Bearer)[ \t]+|\bBasic[ \t]+)(?P<v>(?!\[redacted\])[A-Za-z0-9._~+/=\-]{3,})")
 _CLOSE = {"[": "]", "{": "}", "(": ")"}
@@ -121,7 +121,7 @@ def redact_tuples(s: str) -> str:
     """``('x-api-key', '…')`` and ``(b'cookie', b'…')``: a secret-named header's value in a tuple is replaced."""
     out: list[str] = []
     pos = 0
-    for m in _TUPLE_ITEM.finditer(s):
+    for m in _TUPLE_ITEM().finditer(s):
         if m.start() < pos or not is_secret_name(m["k"]):
             continue
         vq = m["vq"]
@@ -140,7 +140,7 @@ def redact_after_marks(s: str) -> str:
     """``[redacted] = value``: a replaced value that stood where a key stands takes the value after it too."""
     out: list[str] = []
     pos = 0
-    for m in _AFTER_MARK.finditer(s):
+    for m in _AFTER_MARK().finditer(s):
         start = m.end()
         if start < pos or start >= len(s) or s[start] in "\r\n" or s.startswith(REDACTED, start) or \
                 s.startswith(QREDACTED, start) or s.startswith(f"'{REDACTED}'", start):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 
 REDACTED = "[redacted]"
 QREDACTED = json.dumps(REDACTED)
@@ -29,6 +30,11 @@ _NOT_SECRET_NAMES = re.compile(
 )
 SECRET_FLAGS = frozenset({"api-key", "hf-token"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def lazy_re(pattern: str, flags: int = 0) -> Callable[[], re.Pattern[str]]:
+    """A regex compiled on its first use: what only unusual text needs costs a cold start nothing."""
+    return functools.cache(lambda: re.compile(pattern, flags))
 
 
 def normalise_name(name: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from services.redaction.names import REDACTED
+from services.redaction.names import REDACTED, lazy_re
 
 SHAPE_HINT = re.compile(
     r"A(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|BIA|CCA|Iza)|g(?:h[pousr]_|ithub_pat_|lpat-|sk_)|x(?:ox|app-)|hf_|sk-|"
@@ -44,12 +44,12 @@ TOKEN_SHAPES = re.compile(
 # user:password@ in a URL; the password runs to the LAST "@" of the URL (it may contain "@", "/", ":").
 URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/:@'\"]*):(?P<pw>[^\s'\"]*)@")
 # A user name alone (https://TOKEN@host/…): a token there is a credential too (GitHub, OTLP collectors…).
-URL_USER = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/:@'\"\[\]]+)@")
+URL_USER = lazy_re(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/:@'\"\[\]]+)@")
 # A login name as systems spell them (git@, postgres@, ubuntu@, deploy01@): shown; anything else is redacted.
-_LOGIN_NAME = re.compile(r"[a-z_][a-z0-9_.\-]{0,31}")
+_LOGIN_NAME = lazy_re(r"[a-z_][a-z0-9_.\-]{0,31}")
 # A password given to a client on its command line: mysql -p PW / -pPW, sshpass -p, docker login -p, redis-cli -a.
 # (curl -u user:PW is gitleaks' curl-auth-user rule; --password PW, --password=PW are secret-named flags.)
-CMD_PASSWORD = re.compile(
+CMD_PASSWORD = lazy_re(
     r"(?P<k>\b(?:(?:mysql\w*|mariadb[\w\-]*)\b[^\n|;&]*?[ \t]-p"
     r"|sshpass\b[^\n|;&]*?[ \t]-p"
     r"|(?:docker|podman|nerdctl|buildah|skopeo|oras|helm(?:[ \t]+registry)?)[ \t]+login\b[^\n|;&]*?[ \t]-p"
@@ -71,7 +71,7 @@ def userinfo(m: re.Match[str]) -> str:
 def user_only(m: re.Match[str]) -> str:
     """``scheme://[redacted]@`` for a match of :data:`URL_USER` unless the user is a plain login name."""
     user = m["user"]
-    if user == REDACTED or (_LOGIN_NAME.fullmatch(user) and sum(c.isdigit() for c in user) <= 4):
+    if user == REDACTED or (_LOGIN_NAME().fullmatch(user) and sum(c.isdigit() for c in user) <= 4):
         return m.group(0)
     return f"{m['scheme']}{REDACTED}@"
 

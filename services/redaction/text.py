@@ -23,7 +23,7 @@ from services.redaction.keyed import (
     redact_tuples,
     value_end,
 )
-from services.redaction.names import QREDACTED, REDACTED, is_secret_name
+from services.redaction.names import QREDACTED, REDACTED, is_secret_name, lazy_re
 from services.redaction.shapes import (
     CMD_PASSWORD,
     SHAPE_HINT,
@@ -37,23 +37,33 @@ from services.redaction.shapes import (
 )
 
 # Terminal escape sequences (CSI, OSC, two-byte) and characters that take no room (zero-width, soft hyphen).
-_INVISIBLE = re.compile(
+_INVISIBLE = lazy_re(
     "\x1b\\[[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[@-Z\\\\-_]"
     "|[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]"
 )
-_ODD_SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
-_PRINTABLE_ESCAPE = re.compile(r"%(?:[2-6][0-9A-Fa-f]|7[0-9A-Ea-e])")
-_UNKEYED_HINT = ("://", " -p", "\t-p", " -a", "(", "[redacted]", "'input'")
+_ODD_SPACES = lazy_re("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+_PRINTABLE_ESCAPE = lazy_re(r"%(?:[2-6][0-9A-Fa-f]|7[0-9A-Ea-e])")
+
+
+# What can hide a shape (see plain_form), found in one search.
+_HIDING = re.compile("[\x1b\u00a0\u00ad\u1680\u2000-\u200f\u202f\u205f\u2060-\u2064\u3000\ufeff]|%[2-7][0-9A-Fa-f]")
+_CMD_PROGRAMS = ("mysql", "mariadb", "sshpass", "login", "redis-cli")  # the clients of shapes.CMD_PASSWORD
+_RULES: list[gitleaks.RuleSet] = []  # gitleaks' rules once loaded (a list: no global statement needed)
+
+
+def _load_rules() -> gitleaks.RuleSet:
+    _RULES.append(gitleaks.rules())
+    return _RULES[0]
 
 
 def plain_form(s: str) -> str | None:
     """``s`` without what hides a shape (see the module), or None when there is nothing to take away."""
     t = s
     if "\x1b" in t or not t.isascii():
-        t = _ODD_SPACES.sub(" ", _INVISIBLE.sub("", t))
+        t = _ODD_SPACES().sub(" ", _INVISIBLE().sub("", t))
     if "%" in t:
         for _ in range(2):  # twice: a value encoded twice (%253D) is as readable to a browser
-            u = _PRINTABLE_ESCAPE.sub(lambda m: chr(int(m.group()[1:], 16)), t)
+            u = _PRINTABLE_ESCAPE().sub(lambda m: chr(int(m.group()[1:], 16)), t)
             if u == t:
                 break
             t = u
@@ -71,6 +81,8 @@ def redact_patterns(s: str, known: Callable[[str], str] | None = None) -> str:
     """
     if not s:
         return s
+    if (s.isascii() and "\x1b" not in s and "%" not in s) or _HIDING.search(s) is None:
+        return _one_form(known(s) if known else s)  # nothing can hide a shape: one reading (most text)
     plain = plain_form(s)
     if plain is not None:
         red = _one_form(known(plain) if known else plain)
@@ -81,27 +93,33 @@ def redact_patterns(s: str, known: Callable[[str], str] | None = None) -> str:
 
 def _one_form(s: str) -> str:
     low = s.lower()
-    found = gitleaks.rules().spans(s, low)
-    if found:
-        s = _cut(s, found)
-        low = s.lower()
+    rules = _RULES[0] if _RULES else _load_rules()
+    if len(s) >= rules.min_len:
+        found = rules.spans(s, low)
+        if found:
+            s = _cut(s, found)
+            low = s.lower()
     words = HINT_LOW.search(low) is not None
-    if SHAPE_HINT.search(s) is not None:
+    shapes = SHAPE_HINT.search(s) is not None
+    url = "://" in s
+    cmd = ("-p" in s or "-a" in s) and any(p in low for p in _CMD_PROGRAMS)
+    tuples = "('" in s or '("' in s or "(b'" in s or '(b"' in s
+    if not (words or shapes or url or cmd or tuples or REDACTED in s or "'input'" in s):
+        return s
+    if shapes:
         s = TOKEN_SHAPES.sub(keep_lines, s)
         low = s.lower()
-    if not words and not any(h in s for h in _UNKEYED_HINT):
-        return s
-    if "://" in s:
-        s = URL_USER.sub(user_only, URL_USERINFO.sub(userinfo, s))
+    if url:
+        s = URL_USER().sub(user_only, URL_USERINFO.sub(userinfo, s))
         low = s.lower()
-    if "-p" in s or "-a" in s:
-        s = CMD_PASSWORD.sub(cmd_password, s)
+    if cmd:
+        s = CMD_PASSWORD().sub(cmd_password, s)
         low = s.lower()
     if words:
         s = redact_keyed(s, low)
         if "bearer" in low or "basic" in low:
             s = BEARER.sub(lambda m: f"{m['k']}{REDACTED}", s)
-    if "(" in s:
+    if tuples:
         s = redact_tuples(s)
     if "'input'" in s:
         s = _pydantic_input_dicts(s)
@@ -147,38 +165,43 @@ def redact_lines(lines: list[str], known: Callable[[str], str] | None = None) ->
             out.append(REDACTED)
             in_pem = "-----END" not in line
             continue
-        if "PRIVATE KEY" in line and _PEM_OPEN.search(line):
+        if "PRIVATE KEY" in line and _PEM_OPEN().search(line):
             in_pem = True
         out.append(redact_patterns(line, known))
     return _across_lines(out)
 
 
-_PEM_OPEN = re.compile(r"-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----(?!.*-----END)")
+_PEM_OPEN = lazy_re(r"-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----(?!.*-----END)")
 # A secret-named key with its separator and nothing after it: the value is on the next line.
-_DANGLING = re.compile(r"(?P<q>\\?[\"']?)(?P<k>-{0,2}[A-Za-z0-9_][\w.\-]*)(?P=q)[ \t]*(?::=|=>|[=:])[ \t]*$")
+_DANGLING = lazy_re(r"(?P<q>\\?[\"']?)(?P<k>-{0,2}[A-Za-z0-9_][\w.\-]*)(?P=q)[ \t]*(?::=|=>|[=:])[ \t]*$")
 # pydantic's ValidationError text: the field's location alone on a line, then its errors indented under it.
-_PYDANTIC_LOC = re.compile(r"[A-Za-z_][\w.\-\[\]]*")
-_INPUT_VALUE = re.compile(r"\binput_value=")
-_INPUT_DICT = re.compile(r"'loc': \((?P<loc>[^)]*)\)(?P<mid>[^{}]*?)'input': ")
+_PYDANTIC_LOC = lazy_re(r"[A-Za-z_][\w.\-\[\]]*")
+_INPUT_VALUE = lazy_re(r"\binput_value=")
+_INPUT_DICT = lazy_re(r"'loc': \((?P<loc>[^)]*)\)(?P<mid>[^{}]*?)'input': ")
 
 
 # What journalctl (short, short-iso, short-precise) and vLLM's process tag put before a message.
-_LINE_PREFIX = re.compile(
+_LINE_PREFIX = lazy_re(
     r"(?:(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)"
     r" \S+ [^\s:\[]+(?:\[\d+\])?: )?(?:\(\w+ pid=\d+\) )?"
 )
 
 
+_ENDS_KEY = ("=", ":", ">")
+
+
 def _across_lines(lines: list[str]) -> list[str]:
     """The second pass over (already redacted) lines: values that start on the line after their key, and
     pydantic's ``input_value`` of a secret field. A journal line's prefix (time, host, process) is left alone."""
+    if not any(x.rstrip()[-1:] in _ENDS_KEY or "input_value=" in x for x in lines):
+        return lines  # no line ends with a key, no pydantic input: nothing runs over a line (most logs)
     out = list(lines)
     depth = 0  # brackets still open in a value that runs over several lines
     pending = False  # the previous line ended with a secret-named key and its separator
     secret_field = False  # inside pydantic's errors of a secret-named field
     for i, whole in enumerate(out):
-        cut = _LINE_PREFIX.match(whole)
+        cut = _LINE_PREFIX().match(whole)
         head, line = (whole[:cut.end()], whole[cut.end():]) if cut else ("", whole)
         if depth > 0:
             depth += _balance(line)
@@ -193,16 +216,16 @@ def _across_lines(lines: list[str]) -> list[str]:
                     depth = _balance(line[j:])
                     end = len(line)
                 line = line[:j] + (line[j] + REDACTED + line[j] if kind == "quoted" else REDACTED) + line[end:]
-        if _PYDANTIC_LOC.fullmatch(line):
+        if _PYDANTIC_LOC().fullmatch(line):
             secret_field = is_secret_name(line.replace("[", ".").replace("]", ""))
         elif line[:1] in (" ", "\t"):
             if secret_field and "input_value=" in line:
-                line = _after(line, _INPUT_VALUE)
+                line = _after(line, _INPUT_VALUE())
         else:
             secret_field = False
-        m = _DANGLING.search(line)
-        if m is not None and is_secret_name(m["k"]):
-            pending = True
+        if line.rstrip()[-1:] in _ENDS_KEY:  # cheap first: a key with nothing after it ends so
+            m = _DANGLING().search(line)
+            pending = m is not None and is_secret_name(m["k"])
         out[i] = head + line
     return out
 
@@ -224,7 +247,7 @@ def _pydantic_input_dicts(s: str) -> str:
     """``errors()`` as printed: ``{'loc': ('api_key',), …, 'input': '…'}`` loses the input of a secret field."""
     out: list[str] = []
     pos = 0
-    for m in _INPUT_DICT.finditer(s):
+    for m in _INPUT_DICT().finditer(s):
         names = [p.strip(" '\"") for p in m["loc"].split(",")]
         if m.start() < pos or not any(n and is_secret_name(n) for n in names):
             continue
