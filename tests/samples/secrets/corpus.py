@@ -182,6 +182,10 @@ ISSUE22: list[SecretShape] = [
     SecretShape("i22-journal-mysql-p-attached", "journal",
                 _J + "[backup.py:9] exec: mysqldump -uroot -p1umK6dH0YZx8CY --single-transaction app",
                 ("1umK6dH0YZx8CY",), ("--single-transaction app",)),
+    # held on main already (a secret-named --flag takes the next word); kept here as the issue lists it
+    SecretShape("i22-journal-password-flag", "journal",
+                _J + "[backup.py:10] exec: mysqldump --password Wq3vNz8LkP2dRt6Y --single-transaction app",
+                ("Wq3vNz8LkP2dRt6Y",), ("--single-transaction app",)),
     SecretShape("i22-journal-sshpass-p", "journal",
                 _J + "[sync.py:3] sshpass -p TKS0cShwcdqOdBz ssh ops@gpu-b uptime", ("TKS0cShwcdqOdBz",),
                 ("ssh ops@gpu-b uptime",)),
