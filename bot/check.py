@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC
 
@@ -85,7 +86,7 @@ async def check_state(config: BotConfig) -> dict[str, object]:
     from bot.replicas import store_problem
     from services.store.leader import current_leader
 
-    store = open_store(config)
+    store = await asyncio.to_thread(open_store, config)  # reads INFERBOT_DB_PASSWORD_FILE: off the event loop
     out: dict[str, object] = {"store": store.describe(), "backend": "postgresql" if store.is_postgres else "sqlite"}
     try:
         current, head = await store.schema_status()

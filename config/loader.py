@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from config.local_file import CONFIG_MAX_BYTES, FileTooLarge, NotRegularFile, read_local_text
 from config.models import BotConfig
 
 
@@ -69,15 +70,19 @@ def parse_config(text: str, source: str = "<config>") -> BotConfig:
 
 
 def load_config(explicit: str | None = None) -> BotConfig:
-    """Load the configuration from where ``find_config`` points."""
+    """Load the configuration from where ``find_config`` points (a regular file of at most 4 MiB)."""
     path = find_config(explicit)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_local_text(path, CONFIG_MAX_BYTES)
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}) — "
                           f"save the config as UTF-8") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file — pass --config FILE") from None
+    except NotRegularFile as e:
+        if e.kind == "a directory":
+            raise ConfigError(f"{path}: is a directory, not a config file — pass --config FILE") from None
+        raise ConfigError(f"{path}: {e} — the config must be a file (write it to one and pass --config FILE)") from None
+    except FileTooLarge as e:
+        raise ConfigError(f"{path}: {e} — is this the config? (pass --config FILE)") from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: config file not found — pass --config FILE, set INFERBOT_CONFIG, "

@@ -99,7 +99,7 @@ async def serve(config: BotConfig, http: bool, host: str, port: int, *,
                 stop: asyncio.Event | None = None) -> int:
     """Run the bot until SIGINT/SIGTERM (or ``stop``): Socket Mode by default, the Events API with ``http``."""
     try:
-        tokens = load_tokens(http)
+        tokens = await asyncio.to_thread(load_tokens, http)  # *_FILE may be read: not in the event loop
     except MissingToken as e:
         print(f"inferbot: {e}", file=sys.stderr)
         return EXIT_USAGE
