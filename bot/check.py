@@ -67,7 +67,9 @@ async def run_check(config: BotConfig, as_json: bool) -> int:
         print(json.dumps({"intent": "check", "ok": ok, "config": config.source, "nodes": results, "state": state},
                          indent=2))
     else:
-        print(f"config {config.source}: valid ({len(config.nodes)} nodes, {len(config.services)} services)")
+        n_nodes, n_services = len(config.nodes), len(config.services)
+        print(f"config {config.source}: valid ({n_nodes} node{'s' * (n_nodes != 1)}, "
+              f"{n_services} service{'s' * (n_services != 1)})")
         print(f"state: {state['line']}")
         if rows:
             print(tabulate(rows, headers=["node", "result", "detail", "fix"], tablefmt="simple"))

@@ -80,7 +80,7 @@ def _load(path: str | None) -> BotConfig:
         config = load_config(path)
     except ConfigError as e:
         # The message quotes the offending value, which may be a token pasted into the wrong key.
-        raise UsageError(redact_patterns(str(e))) from None
+        raise UsageError(redact_patterns(str(e)), e.example) from None
     problem = state_dir_problem(config)
     if problem:
         raise UsageError(problem)
@@ -222,11 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = None if args.cmd == "demo" else _load(args.config)
         return asyncio.run(_run(args, config))
     except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
+        example = e.example if isinstance(e, UsageError) else None
         print(f"inferbot: {e}", file=sys.stderr)
+        if example:
+            print(f"\n{example}", end="", file=sys.stderr)
         if as_json:
             import json
 
-            print(json.dumps({"ok": False, "error": str(e)}))
+            print(json.dumps({"ok": False, "error": str(e), **({"example": example} if example else {})}))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("inferbot: interrupted", file=sys.stderr)

@@ -13,7 +13,31 @@ from config.models import BotConfig
 
 
 class ConfigError(Exception):
-    """The configuration is missing or malformed; the message names the file, the key and the fix."""
+    """The configuration is missing or malformed; the message names the file, the key and the fix.
+
+    ``example``: config text to add, shown below the one-line message (and as ``example`` in ``--json``).
+    """
+
+    def __init__(self, message: str, example: str | None = None) -> None:
+        super().__init__(message)
+        self.example = example
+
+
+FIRST_NODE_EXAMPLE = """\
+[[nodes]]
+name = "gpu-a"
+host = "10.0.0.5"
+user = "inferbot"
+key_file = "~/.ssh/inferbot_ed25519"
+
+[[services]]
+name = "kimi"
+node = "gpu-a"
+unit = "vllm-kimi.service"
+"""
+"""What a config that names no node is told to add (valid as it stands; every key: ``config/example.toml``)."""
+_ADD_A_NODE = ("add a [[nodes]] block and its [[services]] like the example that follows "
+               "(config/example.toml has them all)")
 
 
 def find_config(explicit: str | None) -> Path:
@@ -52,8 +76,7 @@ def parse_config(text: str, source: str = "<config>") -> BotConfig:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
     if not data:
         # An empty file would validate to a bot that knows no node and answers every question with nothing.
-        raise ConfigError(f"{source}: the config is empty — add at least one [[nodes]] entry (name, host, user, "
-                          f"key_file) and its [[services]] (name, node, unit); see config/example.toml")
+        raise ConfigError(f"{source}: the config is empty — {_ADD_A_NODE}", FIRST_NODE_EXAMPLE)
     try:
         cfg = BotConfig.model_validate(data)
     except ValidationError as e:
@@ -90,4 +113,9 @@ def load_config(explicit: str | None = None) -> BotConfig:
         ) from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read the config: {e.strerror}") from None
-    return parse_config(text, str(path))
+    config = parse_config(text, str(path))
+    if not config.nodes:
+        # Valid, and useless: every question would be answered with nothing (and `check` would pass).
+        raise ConfigError(f"{path}: the config names no node, so there is nothing to ask — {_ADD_A_NODE}",
+                          FIRST_NODE_EXAMPLE)
+    return config
