@@ -9,6 +9,7 @@ from datetime import UTC
 from tabulate import tabulate
 
 from bot.app import runtime
+from bot.terminal import shown
 from config.models import BotConfig
 from handlers.reply import Reply, Section
 from services.models import ServiceState
@@ -68,11 +69,13 @@ async def run_check(config: BotConfig, as_json: bool) -> int:
                          indent=2))
     else:
         n_nodes, n_services = len(config.nodes), len(config.services)
-        print(f"config {config.source}: valid ({n_nodes} node{'s' * (n_nodes != 1)}, "
-              f"{n_services} service{'s' * (n_services != 1)})")
-        print(f"state: {state['line']}")
+        # Reasons and warnings quote what nodes said: control characters shown, never obeyed (bot.terminal).
+        print(shown(f"config {config.source}: valid ({n_nodes} node{'s' * (n_nodes != 1)}, "
+                    f"{n_services} service{'s' * (n_services != 1)})"))
+        print(shown(f"state: {state['line']}"))
         if rows:
-            print(tabulate(rows, headers=["node", "result", "detail", "fix"], tablefmt="simple"))
+            print(tabulate([[shown(c) for c in r] for r in rows], headers=["node", "result", "detail", "fix"],
+                           tablefmt="simple"))
     return 0 if ok else 1
 
 

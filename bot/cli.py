@@ -222,8 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = None if args.cmd == "demo" else _load(args.config)
         return asyncio.run(_run(args, config))
     except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
+        from bot.terminal import shown
+
         example = e.example if isinstance(e, UsageError) else None
-        print(f"inferbot: {e}", file=sys.stderr)
+        print(shown(f"inferbot: {e}"), file=sys.stderr)  # it may quote a node, the config or a database
         if example:
             print(f"\n{example}", end="", file=sys.stderr)
         if as_json:
