@@ -26,6 +26,7 @@ from handlers.follow import follow_key, poll_follow
 from handlers.notify import RecordingNotifier
 from handlers.restart import clear_lock, confirm_typed_restart, impact, state_checks
 from handlers.restart_diff import leftover_section
+from services import mentions
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -81,19 +82,19 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
         assert store is not None
         if clear:
             _removed, cleared = await clear_lock(ctx, svc)
-            print(cleared, file=out)
+            print(mentions.plain(cleared), file=out)
             return EXIT_OK
         refusal, st = await state_checks(ctx, svc, force)
         if refusal is not None:
             await record(ctx, "restart.refused", svc.name, svc.node, refusal)
-            print(refusal, file=out)
+            print(mentions.plain(refusal), file=out)
             return EXIT_REFUSED
         fields, unavailable, _facts = await impact(ctx, svc, st)
         print(f"Restart {svc.name} on {svc.node} — {unavailable}.", file=out)
         for k, v in fields:
-            print(f"  {k:<14} {v}", file=out)
+            print(f"  {k:<14} {mentions.plain(v)}", file=out)
         for section in leftover_section(st, svc)[0]:  # leftover vLLM processes holding GPU memory
-            print(f"  {section.text}", file=out)
+            print(f"  {mentions.plain(section.text or '')}", file=out)
         if force:
             print("  (forced past the cooldown; recorded as forced)", file=out)
         typed = confirm if confirm is not None else await _ask(f"Type the service name ({svc.name}) to restart it: ")
@@ -104,9 +105,9 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
             return EXIT_REFUSED
         outcome = await confirm_typed_restart(ctx, svc, who, unavailable, force)
         said = outcome.message.data.get("notice") if outcome.message is not None else outcome.ephemeral
-        print(said or "", file=out)
+        print(mentions.plain(str(said or "")), file=out)
         for section in outcome.message.sections[2:] if outcome.message is not None else []:
-            print(f"  {section.title or ''}: {section.text}", file=out)
+            print(f"  {section.title or ''}: {mentions.plain(section.text or '')}", file=out)
         if not outcome.executed or (outcome.message is not None and outcome.message.status == "error"):
             return EXIT_REFUSED
         if not wait:
