@@ -121,10 +121,11 @@ class SlackBot:
         # What a restart button press runs (already acked); per app, so a test can put its own in.
         self.restart_action: RestartAction = restart_actions.handle_restart_action
 
-    async def first_delivery(self, event_id: str, patience_s: float = CLAIM_PATIENCE_S) -> bool | None:
+    async def first_delivery(self, event_id: str, patience_s: float | None = None) -> bool | None:
         """True for the first delivery of ``event_id`` to any replica, False for a later one (a Slack retry of
         an event already claimed, here or by another replica); None when the store did not answer for
-        ``patience_s`` (then nobody may have claimed it: the caller tells the person instead of answering).
+        ``patience_s`` (default :data:`CLAIM_PATIENCE_S`; then nobody may have claimed it: the caller tells the
+        person instead of answering).
 
         Runs after the ack. A delivery this process already took in hand is a duplicate at once; the claim
         in the store is tried again while the store does not answer, so a lock held by another process
@@ -137,7 +138,7 @@ class SlackBot:
             return True
         from services.store.shared_state import claim_event
 
-        deadline = time.monotonic() + patience_s
+        deadline = time.monotonic() + (CLAIM_PATIENCE_S if patience_s is None else patience_s)
         delay = 0.5
         while True:
             try:
