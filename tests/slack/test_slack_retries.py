@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import all_text, event_body, mention
+from conftest import all_text, command_form, event_body, mention
 from fake_slack import FakeSlack
 
 import bot.slack.app as slack_app
@@ -118,3 +118,15 @@ async def test_a_claim_that_cannot_be_made_in_time_is_said_once_not_answered(
     assert len(fake_slack.calls_to("chat.postMessage")) == 1  # told, and never answered as well
     assert told.body["thread_ts"] == "1700000110.000100"
     assert "could not take this question" in told.body["text"] and "ask again" in told.body["text"]
+
+
+async def test_a_slash_command_is_acked_in_time_while_the_state_database_is_locked(
+        fake_slack: FakeSlack, make_app, serve_http, sqlite_runtime: Runtime, lock_of) -> None:
+    http = await serve_http(make_app(sqlite_runtime))
+    lock_of(db_file(sqlite_runtime))
+    started = time.monotonic()
+    status, text = await http.post_form(command_form("help", fake_slack.response_url("locked")))
+    assert status == 200 and time.monotonic() - started < SLACK_ACK_S and "Looking" in text
+    # The rate limit cannot be read while the lock lasts: the question is answered rather than dropped.
+    [answer] = await fake_slack.wait_for("response:locked", 1, within=20)
+    assert "what I can answer" in all_text(answer.body["blocks"])
