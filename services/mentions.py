@@ -5,7 +5,7 @@ and ``>`` in every string it is given. A mention the bot means — the person wh
 group or channel from the config — is written with :func:`user`, :func:`channel` or :func:`usergroup`,
 which validate the id and return a *marker*: the kind and id between two private-use characters, sealed
 with a random key made when this process started. Only the Slack renderer turns a marker into ``<@U…>``
-(:func:`split`); every other output (terminal, ``--json``, logs, the state store) shows it as the inert
+(:func:`split`); every other output (terminal, ``--json``, the audit rows in the store) shows it as the inert
 text ``<@U…>`` (:func:`plain`).
 
 Why a key: handlers build sentences with f-strings that mix their own words with node text, so the
@@ -73,6 +73,11 @@ def channel(channel_id: str | None, otherwise: str = "a channel") -> str:
 def usergroup(group_id: str | None, otherwise: str = "a user group") -> str:
     """A live mention of the user group ``group_id`` in Slack (``otherwise`` when it is not a group id)."""
     return _marker("usergroup", group_id) or (group_id or otherwise)
+
+
+def present(text: str) -> bool:
+    """Whether ``text`` may hold a marker (a quick test before :func:`split`)."""
+    return _OPEN in text
 
 
 def split(text: str) -> list[str | Mention]:

@@ -111,9 +111,9 @@ def _escape_literal(text: str) -> str:
 def escape(text: str) -> str:
     """``text`` for Slack (mrkdwn or a message's ``text``): ``&``, ``<`` and ``>`` escaped, so nothing in it is
     live, except the mentions the bot built itself (``services.mentions``), which become ``<@U…>``."""
+    if not mentions.present(text):
+        return _escape_literal(text)
     parts = mentions.split(text)
-    if len(parts) == 1 and isinstance(parts[0], str):
-        return _escape_literal(parts[0])
     return "".join(p.markup if isinstance(p, mentions.Mention) else _escape_literal(p) for p in parts)
 
 
@@ -287,6 +287,12 @@ def _json_size(obj: object) -> int:
 
 
 _BLOCK_OVERHEAD = 64  # a block's own keys around its elements or fields
+_MD_OVERHEAD = _json_size(md("x").to_dict()) - _json_size("x")  # a mrkdwn object around its text's JSON
+
+
+def _md_size(text: str) -> int:
+    """What ``md(text)`` weighs in a block's JSON (without building and validating it twice)."""
+    return _MD_OVERHEAD + _json_size(text)
 
 
 def _fields(s: Section) -> list[_Piece]:
@@ -310,7 +316,7 @@ def _fields(s: Section) -> list[_Piece]:
             flush()
             out += _text_blocks([(f"*{escape(k)}*", f"{k}:"), *_lines("", "", v)])
             continue
-        size = _json_size(md(text).to_dict()) + 1
+        size = _md_size(text) + 1
         if batch and weight + size + _BLOCK_OVERHEAD > _PIECE_BUDGET:
             flush()  # ten long fields weigh more than one message may
         batch.append((k, v))
@@ -336,8 +342,9 @@ def _context(s: Section) -> list[_Piece]:
             weight = 0
 
     for g, plain in _pack(lines, MAX_CONTEXT_ELEMENT):
-        element = md("\n".join(g) or " ")
-        size = _json_size(element.to_dict()) + 1
+        body = "\n".join(g) or " "
+        element = md(body)
+        size = _md_size(body) + 1
         # At most ten elements, and no more than one message can carry: a 12 KB warning is several blocks.
         if chunk and (len(chunk) == MAX_CONTEXT_ELEMENTS or weight + size + _BLOCK_OVERHEAD > _PIECE_BUDGET):
             flush()
