@@ -180,8 +180,7 @@ class SlackBot:
         own = {auth.team_id, auth.enterprise_id if auth.team_id is None else None} if auth is not None else set()
         return frozenset(t for t in own if t)
 
-    async def refuse_other_workspace(self, body: dict[str, Any], context: AsyncBoltContext,
-                                     team: str | None) -> BoltResponse:
+    async def refuse_other_workspace(self, body: dict[str, Any], context: AsyncBoltContext) -> BoltResponse:
         """One line for a person of another workspace, wherever they asked; nothing else happens."""
         if "command" in body:
             return await context.ack(text=escape(OTHER_WORKSPACE_TEXT), response_type="ephemeral")

@@ -36,8 +36,7 @@ class Gate(Protocol):
 
     def allowed_teams(self, context: AsyncBoltContext) -> frozenset[str]: ...
 
-    async def refuse_other_workspace(self, body: dict[str, Any], context: AsyncBoltContext,
-                                     team: str | None) -> BoltResponse: ...
+    async def refuse_other_workspace(self, body: dict[str, Any], context: AsyncBoltContext) -> BoltResponse: ...
 
 
 class TtlSet:
@@ -190,7 +189,7 @@ def register(app: AsyncApp, bot: Gate) -> None:
                 log.info("slack request from another workspace refused",
                          extra={"event": "slack-refused", "reason": "other-workspace", "team": team,
                                 "user": context.actor_user_id or context.user_id})
-                return await bot.refuse_other_workspace(body, context, team)
+                return await bot.refuse_other_workspace(body, context)
             await next_()
             return None
         event = body.get("event") or {}
