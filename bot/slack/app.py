@@ -7,13 +7,14 @@ thread. Slack is acknowledged first; the SSH work runs afterwards in a task the 
 The package, one concern per module (each listener module has a ``register(app, bot)``, as in Bolt's
 starter template):
   ``client``           tokens and the Web API client
-  ``guards``           redeliveries, bots, duplicates (across replicas), rate limits, Slack markup
+  ``guards``           bots, edits, other workspaces, rate limits, Slack markup (never the store)
   ``posting``          the one posting path of answers and notices (blocks, or plain text if refused)
   ``blocks``           Block Kit rendering of a ``Reply``
   ``notifier``         the ``Notifier`` handlers post notices through
   ``restart_actions``  the restart buttons and confirmations
   ``home``, ``charts`` the App Home tab and chart uploads
-  ``app``              this module: ``SlackBot`` (the state behind one app) and ``build_app``
+  ``app``              this module: ``SlackBot`` (the state behind one app: event claims after the ack,
+                       rate limits) and ``build_app``
   ``serve``            Socket Mode / HTTP, heartbeat, scheduler (``inferbot serve``)
 """
 
