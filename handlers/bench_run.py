@@ -11,6 +11,7 @@ restart of it is in flight, or while another benchmark of it runs.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -26,6 +27,7 @@ from handlers.notices import post_once
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart import CANCEL, CONFIRM, ActionOutcome
+from services import mentions
 from services.access import check_restart_access, check_second_person
 from services.store.records import RestartRequest
 
@@ -54,7 +56,7 @@ def _store(ctx: Context) -> Store:
 
 
 def _mention(who: str | None) -> str:
-    return f"<@{who}>" if who and who[:1] in ("U", "W") else (who or "someone")
+    return mentions.user(who)
 
 
 def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None = None) -> Reply:
@@ -150,7 +152,8 @@ def message_reply(req: RestartRequest, text: str, status: Status) -> Reply:
     sections = [Section(kind="text", text=text),
                 Section(kind="context", text=f"Benchmark of {req.service} on {req.node}, asked by "
                                              f"{_mention(req.requested_by)} — request {req.id}")]
-    return Reply(intent="bench", title=text.split(" by <@", 1)[0], status=status, sections=sections,
+    title = re.split(" by " + mentions.PATTERN, text, maxsplit=1)[0]  # headers are plain text: no mentions
+    return Reply(intent="bench", title=title, status=status, sections=sections,
                  data={"notice": text, "request_id": req.id, "service": req.service, "node": req.node,
                        "state": status})
 

@@ -38,6 +38,7 @@ from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart_diff import leftover_section, plan
 from handlers.watcher import WATCH_PROBE
+from services import mentions
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
@@ -53,7 +54,7 @@ log = logging.getLogger("inferbot.restart")
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"
 FINAL_STATES = frozenset({"done", "failed", "cancelled", "expired", "refused"})
-_BY_MENTION = re.compile(r" by <@[UW][A-Z0-9]+>")
+_BY_MENTION = re.compile(" by " + mentions.PATTERN)
 
 
 @dataclass
@@ -239,9 +240,7 @@ async def cooldown_refusal(ctx: Context, service: Service, force: bool) -> str |
 
 
 def _mention(who: str | None) -> str:
-    if who and who[:1] in ("U", "W"):
-        return f"<@{who}>"
-    return who or "someone"
+    return mentions.user(who)
 
 
 async def impact(ctx: Context, service: Service, st: ServiceState | None) -> tuple[list[tuple[str, str]], str, dict[

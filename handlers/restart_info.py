@@ -17,6 +17,7 @@ from handlers.down_nodes import DownNodes
 from handlers.live import snapshot_data
 from handlers.notify import groups_of
 from handlers.reply import Reply, Section
+from services import mentions
 from services.access import check_restart_access
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
@@ -30,21 +31,20 @@ SHOWN = 8
 
 
 def _who(who: str | None) -> str:
-    if who and who[:1] in ("U", "W"):
-        return f"<@{who}>"
-    return who or "—"
+    return mentions.user(who, otherwise="—")
 
 
 def who_may(policy: AccessPolicy) -> str:
     """The access policy in one sentence, by Slack ids."""
-    people = [f"<@{u}>" for u in policy.restart_users] + [f"<!subteam^{g}>" for g in policy.restart_usergroups]
+    people = ([mentions.user(u) for u in policy.restart_users]
+              + [mentions.usergroup(g) for g in policy.restart_usergroups])
     if not people:
         return ("nobody in Slack yet — restarts are off until the config lists who may "
                 "(`restart_users` / `restart_usergroups` in `[access]`); anyone with the config and a shell "
                 "on the bot's host can use `inferbot restart`")
     text = ", ".join(people)
     if policy.restart_channels:
-        text += " — only in " + ", ".join(f"<#{c}>" for c in policy.restart_channels)
+        text += " — only in " + ", ".join(mentions.channel(c) for c in policy.restart_channels)
     if policy.require_second_person:
         text += "; someone other than the requester must confirm"
     return text

@@ -19,6 +19,7 @@ from handlers.context import Context, Request
 from handlers.notify import dashboards_changed, groups_of
 from handlers.reply import Reply, Section
 from handlers.silence_text import clean_reason
+from services import mentions
 from services.access import check_restart_access
 from services.store.records import Silence
 
@@ -34,7 +35,7 @@ def hhmm(at: datetime) -> str:
 
 
 def _mention(who: str) -> str:
-    return f"<@{who}>" if who[:1] in ("U", "W") else who
+    return mentions.user(who)
 
 
 def silence_words(s: Silence) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from handlers.bench_run import on_action as bench_action
+from services.mentions import plain
 from services.node.bench_run import LABEL, BenchOutcome, LevelResult, num_prompts, summary_line, verdict
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
@@ -161,7 +162,7 @@ async def test_bench_on_demand_is_guarded_and_confirmed(make_cluster: MakeCluste
         assert nope.ephemeral and nope.ephemeral.startswith("not allowed")
         done = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid)
         assert done.executed and done.message is not None
-        assert "Benchmark confirmed by <@U0BOB>" in str(done.message.data["notice"])
+        assert "Benchmark confirmed by <@U0BOB>" in plain(str(done.message.data["notice"]))
         again = await bench_action(b.ctx(ALICE, OPS, None), "restart_confirm", rid)
         assert again.ephemeral and "already" in again.ephemeral and not again.executed
         texts = bench_notices(b, OPS, THREAD)
@@ -259,7 +260,7 @@ async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: Mak
         rid = str(first.data["request_id"])
         cancelled = await bench_action(b.ctx(BOB, OPS, None), "restart_cancel", rid)
         assert cancelled.message is not None and cancelled.message.title == "Cancelled"
-        assert "Cancelled by <@U0BOB>" in str(cancelled.message.data["notice"])
+        assert "Cancelled by <@U0BOB>" in plain(str(cancelled.message.data["notice"]))
         late = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid)
         assert late.ephemeral == "refused: this request is cancelled" and not late.executed
         second = await b.ask("bench kimi", user=ALICE)

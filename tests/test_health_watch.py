@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from services.mentions import plain
 from services.sim.scenarios import KIMI_UNIT
 from services.store.health_state import get_memo
 from tests.conftest import MakeCluster, SimCluster
@@ -173,7 +174,7 @@ async def test_silence_holds_back_unplanned_unhealthy_and_hung(make_cluster: Mak
         assert reply.title.startswith("kimi on gpu-a silenced until ")
         assert "restart of the NCCL driver" in reply.title
         status = await b.ask("status kimi")
-        assert any(s.title == "Silenced" and "silenced until" in (s.text or "") and f"<@{ALICE}>" in (s.text or "")
+        assert any(s.title == "Silenced" and "silenced until" in (s.text or "") and f"<@{ALICE}>" in plain(s.text or "")
                    for s in status.sections)
         assert status.data["silences"][0]["reason"] == "restart of the NCCL driver, planned"
         # hung, unhealthy and a restart by hand: all held back, each one audited with the silence.

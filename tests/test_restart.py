@@ -27,6 +27,7 @@ from handlers.notify import RecordingNotifier
 from handlers.reply import Reply
 from handlers.restart import ActionOutcome, on_action
 from services.access import StaticGroups
+from services.mentions import plain
 from services.models import CommandResult
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, NodeScenario, fast_profile, kimi_node, kimi_unit
@@ -167,7 +168,7 @@ async def test_request_confirm_restart_ready_exactly_once(make_cluster: MakeClus
         rid = str(reply.data["request_id"])
         out = await b.click("restart_confirm", rid, user=BOB)
         assert out.executed and out.message is not None
-        assert out.message.data["notice"].startswith(f"Restart confirmed by <@{BOB}> at ")
+        assert plain(out.message.data["notice"]).startswith(f"Restart confirmed by <@{BOB}> at ")
         assert "restarting" in out.message.data["notice"]
         await until(ready_in_both(b), 45, "the ready notices")
         assert sim.state(KIMI_UNIT).main_pid != old_pid
@@ -292,7 +293,7 @@ async def test_expired_cancelled_and_replayed_clicks(make_cluster: MakeCluster) 
         # Cancel, then confirm the cancelled request.
         rid3 = await request(b)
         out = await b.click("restart_cancel", rid3, user=BOB)
-        assert out.message is not None and out.message.data["notice"] == f"Cancelled by <@{BOB}>"
+        assert out.message is not None and plain(out.message.data["notice"]) == f"Cancelled by <@{BOB}>"
         out = await b.click("restart_confirm", rid3, user=ALICE)
         assert not out.executed and "cancelled" in str(out.ephemeral)
         assert b.restarts_run() == []
@@ -393,7 +394,7 @@ async def test_audit_is_mirrored_and_listed(tmp_path: Path) -> None:
     await record(ctx, "restart.refused", "kimi", "gpu-a", "not allowed: nobody may restart services yet")
     await record(ctx, "restart.requested", "qwen", "gpu-b", "asked to restart")
     mirrored = rec.texts("C0AUDIT")
-    assert len(mirrored) == 2 and f"<@{ALICE}>" in mirrored[0] and "restart.refused" in mirrored[0]
+    assert len(mirrored) == 2 and f"<@{ALICE}>" in plain(mirrored[0]) and "restart.refused" in mirrored[0]
     reply = await audit_handle(ctx, Request(intent="audit", services=[], nodes=[]))
     table = reply.sections[0]
     assert table.headers == ["when (UTC)", "who", "where", "what", "service", "detail"]

@@ -24,7 +24,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.home_view import REFRESH, RESTART, view_dict
+from bot.slack.blocks import render_failure
+from bot.slack.home_view import REFRESH, RESTART, line_view, view_dict
 from bot.slack.notifier import SlackNotifier
 from bot.slack.restart_actions import ensure_slack_services, is_confirmation, post_confirmation
 from handlers.context import Asker, Context, utcnow
@@ -71,6 +72,9 @@ class SlackHost(Protocol):
     def limiter(self) -> _Limiter: ...
 
     async def check_rate(self, user: str) -> _Verdict: ...
+
+    async def first_delivery(self, event_id: str) -> bool | None:
+        """False for an event already claimed (a Slack retry); made after the ack."""
 
     @property
     def registered(self) -> _Registered: ...
@@ -197,7 +201,13 @@ class HomePublisher:
         return ctx
 
     async def _publish(self, user: str, dash: Dashboard) -> bool:
-        view = view_dict(await for_user(self._ctx(), dash, user))
+        mine = await for_user(self._ctx(), dash, user)
+        try:
+            view = view_dict(mine)
+        except Exception as e:  # the tab still says something: what went wrong, and where to look
+            log.exception("rendering the Home tab failed", extra={"event": "slack-home", "user": user})
+            view = line_view(f"The dashboard could not be drawn ({render_failure(e)}; logged) — "
+                                "ask me `status` instead.")
         try:
             await self.client.views_publish(user_id=user, view=view)
         except _SLACK_ERRORS as e:
@@ -276,11 +286,18 @@ def register(app: AsyncApp, bot: SlackHost) -> HomePublisher:
     def spawn(coro: Coroutine[Any, Any, None], what: str) -> None:
         bot.spawn(coro, what)
 
-    async def on_home_opened(event: dict[str, Any]) -> None:
+    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
         user = str(event.get("user") or "")
         if event.get("tab", "home") != "home" or not user:
             return  # the Messages tab: nothing to publish
-        spawn(publisher.opened(user), "home")
+        event_id = str(body.get("event_id") or "")
+
+        async def once() -> None:
+            if event_id and await bot.first_delivery(event_id) is False:
+                return  # a retry of an open already published (a store that did not answer: publish anyway)
+            await publisher.opened(user)
+
+        spawn(once(), "home")
 
     async def on_refresh(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.blocks import escape
 from bot.slack.notifier import SlackNotifier
 from handlers.bench_run import is_bench_request
 from handlers.bench_run import on_action as bench_on_action
@@ -119,6 +120,6 @@ async def handle_restart_action(
             if channel:
                 await notifier.ephemeral(channel, user, outcome.ephemeral)
             else:
-                await respond(text=outcome.ephemeral, response_type="ephemeral", replace_original=False)
+                await respond(text=escape(outcome.ephemeral), response_type="ephemeral", replace_original=False)
         except (SlackApiError, SlackClientError, OSError, TimeoutError) as e:
             log.warning("could not answer the click: %s", type(e).__name__)
