@@ -121,8 +121,13 @@ def _data(services: list[dict[str, Any]] | list[dict[str, object]] | None, nodes
              "elapsed_s": round(n.elapsed_s, 3)}
             for n in nodes
         ],
-        "unreachable": [n.node for n in nodes if not n.ok],
+        "unreachable": [n.node for n in nodes if not n.ok and not _busy(n)],
+        "busy": [n.node for n in nodes if _busy(n)],  # not asked: the bot had too many questions waiting for it
     }
+
+
+def _busy(n: NodeReport) -> bool:
+    return n.error is not None and n.error.kind == "busy"
 
 
 async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False) -> Cards:
@@ -199,6 +204,9 @@ def failure(snap: Snapshot | Cards) -> str:
     """The ``error`` of a reply that answered nothing."""
     if not snap.nodes and not snap.services:
         return "no services or nodes are configured"
+    if all(_busy(n) for n in snap.nodes if not n.ok):
+        return "inferbot is busy: no targeted node could be asked yet (" + ", ".join(
+            n.node for n in snap.nodes if not n.ok) + "); try again in a moment"
     return "every targeted node is unreachable: " + ", ".join(n.node for n in snap.nodes if not n.ok)
 
 
@@ -207,8 +215,9 @@ def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
     out: list[Section] = []
     for n in snap.nodes:
         if not n.ok and n.error and n.node not in reported:
-            out += [Section(kind="header", title=f"node {n.node}", status="error"),
-                    Section(kind="text", text=f"unreachable — {n.error.reason}"),
+            busy = n.error.kind == "busy"
+            out += [Section(kind="header", title=f"node {n.node}", status="warn" if busy else "error"),
+                    Section(kind="text", text=n.error.reason if busy else f"unreachable — {n.error.reason}"),
                     Section(kind="context", text=f"fix: {n.error.fix}" if n.error.fix else None)]
         elif n.ok and n.discovered == [] and n.node not in reported:
             out += [Section(kind="header", title=f"node {n.node}", status="info"),

@@ -111,10 +111,10 @@ async def bot(config: BotConfig, *, watch: bool = False,
         b = Bot(rt=rt, notifier=rec, scheduler=BotScheduler(rt, rec))
         real_run = rt.pool.run
 
-        async def recording_run(node: Node, command: str, limit_s: float | None = None,
-                                stdin: str | None = None) -> CommandResult:
+        async def recording_run(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                                wait_s: float | None = None, read_only: bool = False) -> CommandResult:
             b.commands.append(command)
-            return await real_run(node, command, limit_s=limit_s, stdin=stdin)
+            return await real_run(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
         rt.pool.run = recording_run  # type: ignore[method-assign]
         await b.scheduler.start(watch=watch)
@@ -248,10 +248,10 @@ async def test_two_people_click_at_once_and_two_replicas_one_restart(make_cluste
             ran: list[str] = []
             real = other.pool.run
 
-            async def rec(node: Node, command: str, limit_s: float | None = None,
-                          stdin: str | None = None) -> CommandResult:
+            async def rec(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                          wait_s: float | None = None, read_only: bool = False) -> CommandResult:
                 ran.append(command)
-                return await real(node, command, limit_s=limit_s, stdin=stdin)
+                return await real(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
             other.pool.run = rec  # type: ignore[method-assign]
             rid = await request(a)
@@ -538,3 +538,4 @@ async def test_lock_of_a_finished_request_is_released_at_the_next_request(make_c
         await store.acquire_lock("restart:kimi@gpu-a", "r-old", 3600, now)
         reply = await b.ask("restart kimi")
         assert reply.ok, reply.error
+
