@@ -159,9 +159,10 @@ async def read_dashboard(ctx: Context) -> Dashboard:
         if s is not None:
             c.silenced_until, c.silenced_by, c.silence_reason = s.until, s.by, s.reason or None
     cards.sort(key=order_key)
+    # A node the bot was too busy to ask is not unreachable: its services' cards say the bot was busy.
     problems = [NodeProblem(node=n.node, reason=n.error.reason if n.error else "no answer",
                             fix=n.error.fix if n.error else "")
-                for n in snap.nodes if not n.ok]
+                for n in snap.nodes if not n.ok and (n.error is None or n.error.kind != "busy")]
     return Dashboard(read_at=now, services=cards, unreachable=problems, elapsed_s=snap.elapsed_s)
 
 

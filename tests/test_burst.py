@@ -23,6 +23,7 @@ from bot.dispatch import answer
 from bot.render_text import render_text
 from config.models import BotConfig, Node
 from handlers.context import Asker
+from handlers.home import read_dashboard
 from handlers.status import STATUS_PROBE
 from services.cluster import Cluster
 from services.node.probe import ProbeOptions
@@ -169,6 +170,18 @@ async def test_a_busy_bot_says_so_and_does_not_blame_the_node(make_cluster: Make
     assert "unreachable" not in text and "check that the node is up" not in text
     assert "inferbot is busy" in text and "try again in a moment" in text
     assert reply.data["unreachable"] == [] and reply.data["busy"] == ["gpu-a"]
+
+
+async def test_the_home_tab_of_a_busy_bot_lists_no_unreachable_node(make_cluster: MakeCluster) -> None:
+    cluster = await ready(make_cluster, node_timeout=1.0)
+    node = cluster.config.nodes[0]
+    async with runtime(cluster.config) as rt:
+        rt.pool.wait_s = 0.5
+        async with holding_channels(rt.pool, node, 6.0):
+            dash = await read_dashboard(rt.context(Asker(surface="slack")))
+    assert dash.unreachable == []
+    [card] = dash.services
+    assert card.state_words.startswith("inferbot is busy: 1 question is waiting for gpu-a")
 
 
 async def test_a_hung_node_still_times_out_with_its_own_timeout_once_for_a_burst(make_cluster: MakeCluster) -> None:
