@@ -90,7 +90,9 @@ async def test_a_burst_of_identical_status_questions_is_one_ssh_command_and_all_
     assert not [t for t in texts if "unreachable" in t or "no answer" in t]
     states = {s["state"] for r in replies for s in r.data["services"]}
     assert states == {"ready"}
-    assert after - before == 1  # one probe on the node for all of them
+    # One probe on the node for all of them (seen: 1); each question is routed before it asks, so on a very busy
+    # machine the last ones could reach the node after the first probe ended and ask once more.
+    assert 1 <= after - before <= 2, after - before
 
 
 async def test_each_question_gets_its_own_records(make_cluster: MakeCluster) -> None:
