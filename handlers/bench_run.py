@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from config.models import Service
 from handlers.acceptance import PLAN_PROBE, STALE_MARGIN_S, run_bench, what_runs
 from handlers.audit import record
+from handlers.common import node_not_reached
 from handlers.context import Context, Request
 from handlers.follow import lock_name
 from handlers.notice_words import hhmm
@@ -75,8 +76,7 @@ async def _state_refusal(ctx: Context, service: Service) -> str | None:
     snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], PLAN_PROBE)
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
-        why = report.error.reason if report.error else "no answer"
-        return f"refused: node {service.node} is unreachable — {why}"
+        return f"refused: {node_not_reached(service.node, report.error)}"
     st = snap.services[0]
     if st.state != "ready":
         return f"refused: {service.name} on {service.node} is not ready ({st.state}) — a benchmark needs it serving"

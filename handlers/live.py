@@ -127,8 +127,13 @@ def _data(services: list[dict[str, Any]] | list[dict[str, object]] | None, nodes
              "elapsed_s": round(n.elapsed_s, 3), "services": on_node[n.node]}
             for n in nodes
         ],
-        "unreachable": [n.node for n in nodes if not n.ok],
+        "unreachable": [n.node for n in nodes if not n.ok and not _busy(n)],
+        "busy": [n.node for n in nodes if _busy(n)],  # not asked: the bot had too many questions waiting for it
     }
+
+
+def _busy(n: NodeReport) -> bool:
+    return n.error is not None and n.error.kind == "busy"
 
 
 async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False) -> Cards:
@@ -214,6 +219,9 @@ def failure(snap: Snapshot | Cards) -> str:
     """The ``error`` of a reply that answered nothing."""
     if not snap.nodes and not snap.services:
         return "no services or nodes are configured"
+    if all(_busy(n) for n in snap.nodes if not n.ok):
+        return "inferbot is busy: no targeted node could be asked yet (" + ", ".join(
+            n.node for n in snap.nodes if not n.ok) + "); try again in a moment"
     return "every targeted node is unreachable: " + ", ".join(n.node for n in snap.nodes if not n.ok)
 
 

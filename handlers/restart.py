@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from config.models import AccessPolicy, Service
 from handlers.audit import record
-from handlers.common import fmt_duration, state_line
+from handlers.common import fmt_duration, node_not_reached, state_line
 from handlers.context import Context, Request
 from handlers.follow import (
     BEFORE,
@@ -42,7 +42,7 @@ from services import mentions
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
-from services.node.restart import RestartResult, build_restart_command, execute_restart
+from services.node.restart import RESTART_WAIT_S, RestartResult, build_restart_command, execute_restart
 from services.store.records import LockRecord, RestartRequest
 
 if TYPE_CHECKING:
@@ -89,12 +89,12 @@ def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None 
 async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str | None, ServiceState | None]:
     """Node reachable, nothing in flight, cooldown: the first refusal reason (or None) and the state seen."""
     _store(ctx)
-    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], IMPACT_PROBE)
+    # A restart waits behind a burst of questions for a channel of its node (RESTART_WAIT_S) rather than be refused.
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], IMPACT_PROBE, wait_s=RESTART_WAIT_S)
     st = snap.services[0] if snap.services else None
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
-        why = report.error.reason if report.error else "no answer"
-        return f"refused: node {service.node} is unreachable — {why}", st
+        return f"refused: {node_not_reached(service.node, report.error)}", st
     held = await settle_lock(ctx, service)
     if held is not None:
         return await in_flight_refusal(ctx, service, held), st
@@ -495,7 +495,7 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
 
 async def _current_invocation(ctx: Context, service: Service) -> str:
     """The unit's invocation id right now ("" when stopped or unknown)."""
-    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], WATCH_PROBE)
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], WATCH_PROBE, wait_s=RESTART_WAIT_S)
     return snap.services[0].invocation_id if snap.services else ""
 
 
@@ -504,7 +504,7 @@ def _exec_detail(result: RestartResult, forced: bool) -> str:
     if result.reload_command:
         parts.insert(0, f"`{result.reload_command}` first" + (" (failed)" if result.reload_failed else ""))
     if result.unreachable:
-        parts.append(f"unreachable: {result.unreachable}")
+        parts.append(f"{'not asked' if result.busy else 'unreachable'}: {result.unreachable}")
     if result.start_limit_hit:
         parts.append("start-limit-hit")
     if result.stderr.strip():

@@ -95,7 +95,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
             fields.append(("current start", started))
             fields.append(("automatic restarts", f"{st.restarts} (systemd's NRestarts for this unit)"))
         elif svc.node in down:
-            fields.append(("node", f"{svc.node} unreachable (above)"))
+            fields.append(("node", f"{down.words(svc.node)} (above)"))
         elif st is not None:
             fields.append(("node", state_line(st, now)))
         mine = [e for e in entries if e.service == svc.name and e.node in (svc.node, None)

@@ -253,9 +253,9 @@ async def test_watcher_samples_metrics_on_its_one_round_trip(make_cluster: MakeC
     commands: list[str] = []
     real_run = pool.run
 
-    async def counting_run(node, command, limit_s=None, stdin=None):  # type: ignore[no-untyped-def]
+    async def counting_run(node, command, limit_s=None, stdin=None, wait_s=None, read_only=False):  # type: ignore[no-untyped-def]
         commands.append(command)
-        return await real_run(node, command, limit_s=limit_s, stdin=stdin)
+        return await real_run(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
     pool.run = counting_run  # type: ignore[method-assign]
     try:

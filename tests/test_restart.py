@@ -19,6 +19,7 @@ import pytest
 
 from bot.app import Runtime, runtime
 from bot.dispatch import answer
+from bot.render_text import render_text
 from bot.scheduler import BotScheduler
 from config.models import BotConfig, Node
 from handlers.context import Asker
@@ -33,6 +34,7 @@ from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, NodeScenario, fast_profile, kimi_node, kimi_unit
 from tests.conftest import MakeCluster, SimCluster
 from tests.sshd import free_port
+from tests.test_burst import holding_channels, slow_tool
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -112,10 +114,10 @@ async def bot(config: BotConfig, *, watch: bool = False,
         b = Bot(rt=rt, notifier=rec, scheduler=BotScheduler(rt, rec))
         real_run = rt.pool.run
 
-        async def recording_run(node: Node, command: str, limit_s: float | None = None,
-                                stdin: str | None = None) -> CommandResult:
+        async def recording_run(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                                wait_s: float | None = None, read_only: bool = False) -> CommandResult:
             b.commands.append(command)
-            return await real_run(node, command, limit_s=limit_s, stdin=stdin)
+            return await real_run(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
         rt.pool.run = recording_run  # type: ignore[method-assign]
         await b.scheduler.start(watch=watch)
@@ -249,10 +251,10 @@ async def test_two_people_click_at_once_and_two_replicas_one_restart(make_cluste
             ran: list[str] = []
             real = other.pool.run
 
-            async def rec(node: Node, command: str, limit_s: float | None = None,
-                          stdin: str | None = None) -> CommandResult:
+            async def rec(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                          wait_s: float | None = None, read_only: bool = False) -> CommandResult:
                 ran.append(command)
-                return await real(node, command, limit_s=limit_s, stdin=stdin)
+                return await real(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
             other.pool.run = rec  # type: ignore[method-assign]
             rid = await request(a)
@@ -539,3 +541,26 @@ async def test_lock_of_a_finished_request_is_released_at_the_next_request(make_c
         await store.acquire_lock("restart:kimi@gpu-a", "r-old", 3600, now)
         reply = await b.ask("restart kimi")
         assert reply.ok, reply.error
+
+
+async def test_a_restart_during_a_burst_waits_for_a_channel_and_is_not_refused(make_cluster: MakeCluster) -> None:
+    """Every channel of the node is taken by slow questions for longer than its timeout: a question asked then
+    says the bot is busy (not that the node is unreachable); a restart waits for a channel and runs."""
+    cluster = await kimi_cluster(make_cluster)
+    node = cluster.config.nodes[0].model_copy(update={"timeout": 2.0})
+    config = cluster.config.model_copy(update={"nodes": [node]})
+    slow_tool(cluster.sims["gpu-a"], "nvidia-smi", 0.8)  # the restart's first look at the node takes ~1 s
+    old_pid = cluster.sims["gpu-a"].state(KIMI_UNIT).main_pid
+    async with bot(config) as b:
+        b.rt.pool.wait_s = 0.5  # a question gives up waiting inside the bot after its own limit (2 s)
+        async with holding_channels(b.rt.pool, node, 5.0):
+            rid = await request(b)  # waits for a channel: not refused
+        async with holding_channels(b.rt.pool, node, 5.0):
+            status = render_text(await b.ask("status kimi"))
+            assert "inferbot is busy" in status and "unreachable" not in status, status
+            out = await b.click("restart_confirm", rid, user=BOB)
+        assert out.executed and out.message is not None, out
+        assert "restarting" in out.message.data["notice"]
+        assert b.restarts_run() == [RESTART_CMD]
+        await until(ready_in_both(b), 45, "the ready notices")
+    assert cluster.sims["gpu-a"].state(KIMI_UNIT).main_pid != old_pid

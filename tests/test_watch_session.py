@@ -87,8 +87,9 @@ class _Recorded(NodePool):
         super().__init__()
         self.answers: list[str] = []
 
-    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None) -> CommandResult:
-        result = await super().ask(node, command, end, limit_s)
+    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None,
+                  wait_s: float | None = None) -> CommandResult:
+        result = await super().ask(node, command, end, limit_s, wait_s)
         self.answers.append(result.stdout)
         return result
 
