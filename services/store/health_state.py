@@ -5,52 +5,22 @@ is about, whether that start was ever ready, when the generation counter last mo
 episodes are open); a silence (``silence kimi 2h``) is one row per service. Both live in the state
 database, so a bot that is restarted carries on where it was and never posts a notice twice.
 
-The tables sit on the store's SQLAlchemy ``metadata`` (one schema) and are created on first use.
+Their tables are declared in ``services/store/schema.py`` and created by Alembic (migration 0003).
 """
 
 from __future__ import annotations
 
-import weakref
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, String, Table, Text, delete, select
+from sqlalchemy import Table, delete, select
 
 from services.store.records import HealthMemo, Silence
-from services.store.schema import UTCDateTime, metadata
+from services.store.schema import health_memos, silences
 from services.store.store import Store
 
 __all__ = ["HealthMemo", "Silence", "active_silence", "active_silences", "clear_silence", "get_memo",
            "set_memo", "set_silence"]
-
-silences = Table(
-    "inferbot_silences", metadata,
-    Column("service", String(200), primary_key=True),
-    Column("node", String(200), primary_key=True),
-    Column("until", UTCDateTime, nullable=False),
-    Column("reason", Text, nullable=False),
-    Column("by", String(200), nullable=False),
-    Column("at", UTCDateTime, nullable=False),
-)
-
-health_memos = Table(
-    "inferbot_health_watch", metadata,
-    Column("service", String(200), primary_key=True),
-    Column("node", String(200), primary_key=True),
-    Column("data", JSON, nullable=False),
-    Column("updated_at", UTCDateTime, nullable=False),
-)
-
-_schema_ready: weakref.WeakSet[Store] = weakref.WeakSet()
-
-
-def _ensure(store: Store) -> None:
-    if store in _schema_ready:
-        return
-    with store._guard():  # an in-memory database has one shared connection: take its turn
-        metadata.create_all(store._engine, tables=[silences, health_memos])
-    _schema_ready.add(store)
-
 
 def _key(service: str, node: str) -> dict[str, Any]:
     return {"service": service, "node": node}
@@ -58,7 +28,6 @@ def _key(service: str, node: str) -> dict[str, Any]:
 
 async def _upsert(store: Store, table: Table, service: str, node: str, values: dict[str, Any]) -> None:
     def run() -> None:
-        _ensure(store)
         store._upsert(table, _key(service, node), values)
 
     await store._run(run)
@@ -79,7 +48,6 @@ async def get_memo(store: Store, service: str, node: str) -> HealthMemo | None:
     key = (service, node)
     if key not in store.health_memos:
         def run() -> dict[str, Any] | None:
-            _ensure(store)
             with store._read() as conn:
                 row = conn.execute(select(health_memos.c.data).where(health_memos.c.service == service,
                                                                       health_memos.c.node == node)).first()
@@ -98,8 +66,6 @@ async def set_memo(store: Store, service: str, node: str, memo: HealthMemo, now:
     key = (service, node)
     if store.health_memos.get(key) == data:
         return
-    if store not in _schema_ready:
-        await store._run(_ensure, store)
     before = store.health_memos.get(key) or {}
     await store.queue_upsert(health_memos, _key(service, node), {"data": data, "updated_at": now})
     store.health_memos[key] = data
@@ -118,7 +84,6 @@ async def set_silence(store: Store, silence: Silence) -> None:
 async def clear_silence(store: Store, service: str, node: str) -> Silence | None:
     """End the silence of service@node now; returns the row removed (None: there was none)."""
     def run() -> Silence | None:
-        _ensure(store)
         with store._write() as conn:
             row = conn.execute(select(silences).where(silences.c.service == service,
                                                       silences.c.node == node)).first()
@@ -133,7 +98,6 @@ async def clear_silence(store: Store, service: str, node: str) -> Silence | None
 async def active_silences(store: Store, now: datetime) -> list[Silence]:
     """Every silence that has not ended at ``now``, soonest end first."""
     def run() -> list[Silence]:
-        _ensure(store)
         with store._read() as conn:
             rows = conn.execute(select(silences).where(silences.c.until > now).order_by(silences.c.until)).all()
         return [Silence.model_validate(dict(r._mapping)) for r in rows]

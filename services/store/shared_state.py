@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, Column, Connection, Float, Index, MetaData, String, Table, delete, select, update
+from sqlalchemy import Connection, Table, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-from services.store.schema import UTCDateTime, audit_log
+from services.store.schema import audit_log, events_seen, progress_pacing, rate_hits
 from services.store.store import Store
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "claim_event",
     "claim_progress_edit",
     "forget_progress",
-    "metadata",
     "rate_check",
     "release_progress_edit",
 ]
@@ -40,33 +39,6 @@ EVENT_TTL_S = 3600.0
 """How long a seen event id is remembered (Slack redelivers within minutes)."""
 _PRUNE_EVERY_S = 60.0
 RATE_WINDOW_S = 60.0
-
-metadata = MetaData()
-
-events_seen = Table(
-    # Slack event ids already taken by one replica: the same event delivered twice is answered once.
-    "inferbot_events_seen", metadata,
-    Column("event_id", String(200), primary_key=True),
-    Column("seen_at", UTCDateTime, nullable=False),
-    Index("ix_inferbot_events_seen_at", "seen_at"),
-)
-
-rate_hits = Table(
-    # Per person: when their answered questions of the last minute came (epoch seconds), and when they
-    # were last told they are over the limit.
-    "inferbot_rate_hits", metadata,
-    Column("user_id", String(200), primary_key=True),
-    Column("hits", JSON, nullable=False),
-    Column("told_at", Float),
-)
-
-progress_pacing = Table(
-    # When each follow's progress message was last edited, and in which phase (edits are paced).
-    "inferbot_progress_pacing", metadata,
-    Column("follow_key", String(300), primary_key=True),
-    Column("edited_at", UTCDateTime, nullable=False),
-    Column("phase", String(40)),
-)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _pruned: weakref.WeakKeyDictionary[Store, float] = weakref.WeakKeyDictionary()
