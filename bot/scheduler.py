@@ -176,11 +176,11 @@ class BotScheduler:
         added: list[str] = []
         if not self.leading:
             return added
-        for f in await store.active_follows():
+        for f in await store.follows.active():
             if self._sched.get_job(f"follow:{f.key}") is None:
                 self.follow(f.key)
                 added.append(f.key)
-        for req in await store.open_requests():
+        for req in await store.requests.unfinished():
             if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
             elif req.state in ("confirmed", "running") and is_bench_request(req.id) \

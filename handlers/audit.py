@@ -41,7 +41,7 @@ async def record(
     who = who if who is not None else who_of(ctx)
     where = where if where is not None else where_of(ctx)
     if ctx.store is not None:
-        await ctx.store.audit(event, who, where, service, node, detail, at=ctx.now(), request_id=request_id)
+        await ctx.store.audit.record(event, who, where, service, node, detail, at=ctx.now(), request_id=request_id)
     channel = ctx.config.audit.channel
     notifier = notifier_of(ctx)
     if channel and notifier is not None:
@@ -77,7 +77,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
                      error="no store")
     names = sorted({s.name for s in req.services}) if req.explicit_target else []
     service = names[0] if len(names) == 1 else None
-    entries = await ctx.store.recent_audit(service=service, limit=DEFAULT_ROWS)
+    entries = await ctx.store.audit.recent(service=service, limit=DEFAULT_ROWS)
     rows = [[f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", _who(e.who), _where(e.where), e.event,
              f"{e.service or ''}{'@' + e.node if e.node else ''}", e.detail] for e in entries]
     title = f"Audit log — {service}" if service else "Audit log"

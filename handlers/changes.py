@@ -25,7 +25,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     data = snapshot_data(snap)
     for st, out in zip(snap.services, data["services"], strict=True):
         sections.append(Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]))
-        snaps = await ctx.store.latest_snapshots(st.service, st.node, limit=2)
+        snaps = await ctx.store.snapshots.latest(st.service, st.node, limit=2)
         if st.state == "unreachable":
             sections.append(Section(kind="text", text=f"unreachable — {st.reason}; showing what I saw last"))
         if len(snaps) < 2:

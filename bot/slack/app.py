@@ -107,17 +107,13 @@ class SlackBot:
         """True for the first delivery of ``event_id`` to any replica."""
         if self.runtime.store is None:
             return self.seen.add(event_id)
-        from services.store.shared_state import claim_event
-
-        return await claim_event(self.runtime.store, event_id, datetime.now(UTC))
+        return await self.runtime.store.shared.claim_event(event_id, datetime.now(UTC))
 
     async def check_rate(self, user: str) -> Verdict:
         """The rate-limit verdict for one more answer to ``user`` (counted over every replica)."""
         if self.runtime.store is None:
             return self.limiter.check(user)
-        from services.store.shared_state import rate_check
-
-        v = await rate_check(self.runtime.store, user, self.settings.rate_limit_per_minute)
+        v = await self.runtime.store.shared.rate_check(user, self.settings.rate_limit_per_minute)
         return Verdict(v.allowed, v.retry_in, v.notify)
 
     # -- tasks
