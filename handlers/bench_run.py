@@ -2,7 +2,7 @@
 
 It loads a production server, so it takes the restart's rules: who and where (``[access]`` or the
 service's own), a visible confirmation with the same two buttons (``restart_confirm`` / ``restart_cancel``;
-the request id, ``b-…``, tells the click apart from a restart's), the two-person rule, expiry, and every
+the request's kind, ``bench``, tells the click apart from a restart's), the two-person rule, expiry, and every
 step in the audit log. The request is a row of the store's request table, so a click is a compare-and-set
 and the benchmark runs at most once per request. It is refused while the service is not ready, while a
 restart of it is in flight, or while another benchmark of it runs.
@@ -30,13 +30,18 @@ from services.store.ports import StateStore
 from services.store.records import RestartRequest
 
 BENCH_PREFIX = "b-"
+"""Ids of benchmark requests start with it (before the requests' ``kind`` column, it was their kind)."""
 LOCK_MARGIN_S = 300.0
 log = logging.getLogger("inferbot.bench")
 
 
-def is_bench_request(request_id: str) -> bool:
-    """True for a ``bench`` request id (its buttons share the restart's action ids)."""
-    return request_id.startswith(BENCH_PREFIX)
+async def is_bench_request(ctx: Context, request_id: str) -> bool:
+    """True for a request of kind ``bench`` (its buttons and its expiry share the restart's).
+
+    An id the store does not know is judged by its prefix, so that the answer names the right kind.
+    """
+    req = await ctx.store.requests.get(request_id) if ctx.store is not None else None
+    return req.kind == "bench" if req is not None else request_id.startswith(BENCH_PREFIX)
 
 
 def bench_lock(service: str, node: str) -> str:
@@ -117,7 +122,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     request_id = BENCH_PREFIX + secrets.token_hex(6)
     expires = now + timedelta(seconds=policy.confirm_ttl)
     await _store(ctx).requests.create(request_id, service.name, service.node, service.unit, ctx.asker.user_id,
-                                      ctx.asker.channel_id, ctx.asker.thread_ts, now, expires, False)
+                                      ctx.asker.channel_id, ctx.asker.thread_ts, now, expires, False, kind="bench")
     jobs = jobs_of(ctx)
     if jobs is not None:
         jobs.expire(request_id, expires)
@@ -153,7 +158,7 @@ def message_reply(req: RestartRequest, text: str, status: Status) -> Reply:
 
 
 async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutcome:
-    """A click on a benchmark confirmation (``restart_confirm`` / ``restart_cancel`` with a ``b-`` id)."""
+    """A click on a benchmark confirmation (``restart_confirm`` / ``restart_cancel`` on a ``bench`` request)."""
     store = _store(ctx)
     now = ctx.now()
     who = ctx.asker.user_id

@@ -311,7 +311,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     expires = now + timedelta(seconds=policy.confirm_ttl)
     await _store(ctx).requests.create(
         request_id, service.name, service.node, service.unit, ctx.asker.user_id, ctx.asker.channel_id,
-        ctx.asker.thread_ts, now, expires, force,
+        ctx.asker.thread_ts, now, expires, force, kind="restart",
     )
     jobs = jobs_of(ctx)
     if jobs is not None:
@@ -563,7 +563,7 @@ async def confirm_typed_restart(ctx: Context, service: Service, who: str, unavai
     now = ctx.now()
     request_id = "t-" + new_request_id().removeprefix("r-")
     await store.requests.create(request_id, service.name, service.node, service.unit, who, None, None, now,
-                                now + timedelta(minutes=5), force)
+                                now + timedelta(minutes=5), force, kind="restart")
     await record(ctx, "restart.requested", service.name, service.node, f"from the terminal; {unavailable}"
                  + ("; FORCED past the cooldown" if force else ""), request_id=request_id)
     await store.requests.transition(request_id, {"pending"}, "confirmed", who, now)

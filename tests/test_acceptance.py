@@ -289,7 +289,7 @@ async def test_bench_left_by_a_stopped_bot_is_finished_once(make_cluster: MakeCl
                 "1,500 tok/s peak (concurrency 4)"
     for rid, finished in (("b-000000000001", False), ("b-000000000002", True)):
         await store.requests.create(rid, "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, THREAD, long_ago,
-                                    long_ago + timedelta(minutes=2), False)
+                                    long_ago + timedelta(minutes=2), False, kind="bench")
         await store.requests.transition(rid, {"pending"}, "confirmed", BOB, long_ago)
         await store.requests.transition(rid, {"confirmed"}, "running", BOB, long_ago)
         await store.bench_runs.claim(rid, "kimi", "gpu-a", long_ago)

@@ -533,7 +533,7 @@ async def test_lock_of_a_finished_request_is_released_at_the_next_request(make_c
         from datetime import timedelta
 
         await store.requests.create("r-old", "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, None, now,
-                                    now + timedelta(minutes=2), False)
+                                    now + timedelta(minutes=2), False, kind="restart")
         await store.requests.transition("r-old", {"pending"}, "cancelled", ALICE, now)
         await store.locks.acquire("restart:kimi@gpu-a", "r-old", 3600, now)
         reply = await b.ask("restart kimi")

@@ -275,12 +275,13 @@ async def test_lock_race_between_two_stores(store: Store, store2: Store) -> None
 
 async def make_request(store: Store, request_id: str = "r1", ttl_min: float = 2) -> None:
     assert await store.requests.create(request_id, "kimi", "gpu-a", "vllm-kimi.service", "U1", "C1", "171.1",
-                                       at(0), at(ttl_min), force=False, message_ts=None)
+                                       at(0), at(ttl_min), force=False, message_ts=None, kind="restart")
 
 
 async def test_request_compare_and_set_under_concurrency(store: Store, store2: Store) -> None:
     await make_request(store)
-    assert not await store.requests.create("r1", "kimi", "gpu-a", "u", "U1", "C1", None, at(0), at(2), False)
+    assert not await store.requests.create("r1", "kimi", "gpu-a", "u", "U1", "C1", None, at(0), at(2), False,
+                                           kind="restart")
     await store.requests.set_message("r1", "C1", "171.2")
     clickers = [f"U{i}" for i in range(20)]
     results = await asyncio.gather(*(

@@ -106,8 +106,9 @@ async def handle_restart_action(
         req = await runtime.store.requests.get(request_id)
         if req is not None and not req.message_ts:
             await runtime.store.requests.set_message(request_id, channel, message_ts)
-    # A benchmark request (issue 14) shares the buttons; its id tells it apart.
-    outcome = await (bench_on_action if is_bench_request(request_id) else on_action)(ctx, action_id, request_id)
+    # A benchmark request (issue 14) shares the buttons; its kind tells it apart.
+    bench = await is_bench_request(ctx, request_id)
+    outcome = await (bench_on_action if bench else on_action)(ctx, action_id, request_id)
     notifier: Notifier = runtime.notifier or SlackNotifier(client)
     if outcome.message is not None and channel and message_ts:
         try:

@@ -35,6 +35,7 @@ from services.store.records import (
     MetricPoint,
     Notice,
     RateVerdict,
+    RequestKind,
     RestartRecord,
     RestartRequest,
     SettingsSnapshot,
@@ -77,16 +78,16 @@ class Locks(Protocol):
 
 
 class Requests(Protocol):
-    """Confirmable requests (restart, bench): one state machine, ``records.REQUEST_TRANSITIONS``."""
+    """Confirmable requests of every kind (restart, bench): one state machine, ``records.REQUEST_TRANSITIONS``."""
 
     async def create(self, request_id: str, service: str, node: str, unit: str, requested_by: str | None,
                      channel: str | None, thread_ts: str | None, created_at: datetime, expires_at: datetime,
-                     force: bool, message_ts: str | None = None) -> bool:
-        """Store a new request in state ``pending``; False when ``request_id`` already exists."""
+                     force: bool, message_ts: str | None = None, *, kind: RequestKind) -> bool:
+        """Store a new request of ``kind`` in state ``pending``; False when ``request_id`` already exists."""
         ...
 
     async def get(self, request_id: str) -> RestartRequest | None:
-        """The request ``request_id``, if it exists."""
+        """The request ``request_id`` (with its kind), if it exists."""
         ...
 
     async def transition(self, request_id: str, from_states: AbstractSet[str], to_state: str, actor: str | None,

@@ -16,6 +16,10 @@ from services.models import FlagValue
 
 LoadOutcome = Literal["ready", "failed", "timeout"]
 FollowReason = Literal["restart", "unplanned"]
+RequestKind = Literal["restart", "bench"]
+"""What a confirmable request does once confirmed (its row's ``kind``; ids of ``bench`` requests start with
+``b-``, which is what told them apart before the column, and what migration 0004 filled it in from)."""
+REQUEST_KINDS: tuple[RequestKind, ...] = ("restart", "bench")
 RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
 
 REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -99,9 +103,10 @@ class LockRecord(_Record):
 
 
 class RestartRequest(_Record):
-    """A confirmable request (a restart, a benchmark) and where it is in the confirmation flow."""
+    """A confirmable request (a restart, a benchmark: ``kind``) and where it is in the confirmation flow."""
 
     id: str
+    kind: RequestKind
     service: str
     node: str
     unit: str

@@ -1,4 +1,4 @@
-"""Confirmable requests (restart, bench): a row each, every transition a compare-and-set."""
+"""Confirmable requests of every kind (restart, bench): a row each, every transition a compare-and-set."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sqlalchemy import Connection, select, update
 
 from services.store.engine import Repository, as_dict, aware, in_thread, reading, writing
 from services.store.ports import Requests
-from services.store.records import REQUEST_TRANSITIONS, RestartRequest
+from services.store.records import REQUEST_KINDS, REQUEST_TRANSITIONS, RequestKind, RestartRequest
 from services.store.schema import requests
 
 __all__ = ["OPEN_STATES", "RequestsRepo"]
@@ -25,9 +25,11 @@ class RequestsRepo(Repository, Requests):
     @in_thread
     def create(self, request_id: str, service: str, node: str, unit: str, requested_by: str | None,
                channel: str | None, thread_ts: str | None, created_at: datetime, expires_at: datetime,
-               force: bool, message_ts: str | None = None) -> bool:
+               force: bool, message_ts: str | None = None, *, kind: RequestKind) -> bool:
+        if kind not in REQUEST_KINDS:
+            raise ValueError(f"unknown request kind {kind!r}")
         return self.db.insert_once(requests, {
-            "id": request_id, "service": service, "node": node, "unit": unit,
+            "id": request_id, "kind": kind, "service": service, "node": node, "unit": unit,
             "requested_by": requested_by, "channel": channel, "thread_ts": thread_ts,
             "message_channel": channel if message_ts else None, "message_ts": message_ts,
             "created_at": aware(created_at, "created_at"), "expires_at": aware(expires_at, "expires_at"),

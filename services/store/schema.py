@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 """The newest migration's revision (``migrations/versions``). The store compares the database's version
 with it in one plain query and imports Alembic only when they differ (an upgrade, or a refusal): Alembic
 costs every ``inferbot`` process ~70 ms of CPU to import. A test holds it equal to Alembic's head."""
@@ -118,6 +118,7 @@ requests = Table(
     # Confirmable requests (a restart, a benchmark): one row each, every click a compare-and-set on its state.
     "inferbot_requests", metadata,
     Column("id", String(200), primary_key=True),
+    Column("kind", String(20), nullable=False),  # records.RequestKind; migration 0004 added it
     Column("service", String(200), nullable=False),
     Column("node", String(200), nullable=False),
     Column("unit", String(300), nullable=False),
