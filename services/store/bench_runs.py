@@ -8,7 +8,7 @@ from datetime import datetime
 from pydantic import JsonValue
 from sqlalchemy import Connection, select, update
 
-from services.store.engine import Repository, as_dict, aware, in_thread, reading, writing
+from services.store.engine import Repository, as_dict, aware, in_thread, insert_once, reading, writing
 from services.store.ports import BenchRuns
 from services.store.records import BenchRun
 from services.store.schema import bench_runs
@@ -21,7 +21,7 @@ class BenchRunsRepo(Repository, BenchRuns):
 
     @in_thread
     def claim(self, run_id: str, service: str, node: str, at: datetime) -> bool:
-        return self.db.insert_once(bench_runs, {"id": run_id, "service": service, "node": node, "state": "running",
+        return insert_once(self.db, bench_runs, {"id": run_id, "service": service, "node": node, "state": "running",
                                                 "started_at": aware(at, "at")})
 
     @writing

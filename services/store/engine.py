@@ -35,8 +35,8 @@ from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
 from services.store.schema import SCHEMA_HEAD, VERSION_TABLE
 
-__all__ = ["BUSY_TIMEOUT_S", "MEMO_S", "Database", "Repository", "as_dict", "aware", "in_thread", "newest", "reading",
-           "utcnow", "writing"]
+__all__ = ["BUSY_TIMEOUT_S", "MEMO_S", "Database", "Repository", "as_dict", "aware", "in_thread", "insert_once",
+           "newest", "reading", "update_row", "upsert", "utcnow", "writing"]
 
 BUSY_TIMEOUT_S = 10.0
 """How long a SQLite connection waits for another process's write lock before giving up."""
@@ -133,7 +133,7 @@ class Database:
         with self._init_lock:
             if self._initialised:
                 return
-            if self._schema_is_head():
+            if _schema_is_head(self._engine):
                 # The usual case: nothing to migrate, so neither Alembic nor a write lock is needed.
                 self.schema_version = SCHEMA_HEAD
                 self._initialised = True
@@ -158,29 +158,13 @@ class Database:
             if self._initialised or self.closed:
                 return
             try:
-                head = self._schema_is_head()
+                head = _schema_is_head(self._engine)
             except Exception:  # the first use meets it again, and reports it where it always did
                 log.debug("reading the schema version in advance failed", exc_info=True)
                 return
             if head:
                 self.schema_version = SCHEMA_HEAD
                 self._initialised = True
-
-    def _schema_is_head(self) -> bool:
-        """True when the database's schema version is :data:`SCHEMA_HEAD` (one read, no Alembic).
-
-        Anything else (no version table yet, an older or a newer version, several rows) takes the
-        Alembic path, which upgrades under the migration lock or refuses a newer schema, as before.
-        A version read as head was committed by whoever migrated, so no lock is needed to trust it.
-        """
-        try:
-            with self._engine.connect() as raw:
-                conn = raw.execution_options(inferbot_read_only=True)
-                with conn.begin():
-                    found = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
-        except (OperationalError, ProgrammingError):  # no version table: a new (or pre-Alembic) database
-            return False
-        return found == [SCHEMA_HEAD]
 
     async def prepare(self) -> str:
         """Connect, check and upgrade the schema now (instead of on first use); returns the schema version."""
@@ -237,39 +221,44 @@ class Database:
             self.closed = True
             await self.run(self._engine.dispose)
 
-    # ---- statements several repositories use (each its own write transaction; worker threads only) --
 
-    def insert_once(self, table: Table, values: dict[str, Any]) -> bool:
-        """INSERT ``values``; False when a row with the same key is already there."""
+# --------------------------------------------------------------------------------------------------
+# Statements several repositories use, each in its own write transaction (worker threads only)
+
+
+def insert_once(db: Database, table: Table, values: dict[str, Any]) -> bool:
+    """INSERT ``values``; False when a row with the same key is already there."""
+    try:
+        with db.write() as conn:
+            conn.execute(insert(table).values(**values))
+    except IntegrityError:
+        return False
+    return True
+
+
+def upsert(db: Database, table: Table, key: dict[str, Any], values: dict[str, Any]) -> bool:
+    """UPDATE the row with ``key`` or INSERT it; True when inserted. Portable, race-safe."""
+    for attempt in range(2):
         try:
-            with self.write() as conn:
-                conn.execute(insert(table).values(**values))
+            with db.write() as conn:
+                query = update(table).where(*(table.c[k] == v for k, v in key.items()))
+                if conn.execute(query.values(**values)).rowcount == 1:
+                    return False
+                conn.execute(insert(table).values(**key, **values))
+                return True
         except IntegrityError:
-            return False
-        return True
+            # Another process inserted the same key between our UPDATE and INSERT (PostgreSQL;
+            # SQLite's BEGIN IMMEDIATE serialises them): the UPDATE will find it now.
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
-    def upsert(self, table: Table, key: dict[str, Any], values: dict[str, Any]) -> bool:
-        """UPDATE the row with ``key`` or INSERT it; True when inserted. Portable, race-safe."""
-        for attempt in range(2):
-            try:
-                with self.write() as conn:
-                    query = update(table).where(*(table.c[k] == v for k, v in key.items()))
-                    if conn.execute(query.values(**values)).rowcount == 1:
-                        return False
-                    conn.execute(insert(table).values(**key, **values))
-                    return True
-            except IntegrityError:
-                # Another process inserted the same key between our UPDATE and INSERT (PostgreSQL;
-                # SQLite's BEGIN IMMEDIATE serialises them): the UPDATE will find it now.
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
 
-    def update_row(self, table: Table, key: dict[str, Any], values: dict[str, Any]) -> bool:
-        """UPDATE the row with ``key``; True when there was one."""
-        with self.write() as conn:
-            query = update(table).where(*(table.c[k] == v for k, v in key.items())).values(**values)
-            return conn.execute(query).rowcount == 1
+def update_row(db: Database, table: Table, key: dict[str, Any], values: dict[str, Any]) -> bool:
+    """UPDATE the row with ``key``; True when there was one."""
+    with db.write() as conn:
+        query = update(table).where(*(table.c[k] == v for k, v in key.items())).values(**values)
+        return conn.execute(query).rowcount == 1
 
 
 def newest(conn: Connection, table: Table, service: str, node: str, when: Any) -> Row[Any] | None:
@@ -322,6 +311,23 @@ def writing(fn: Callable[Concatenate[R, Connection, P], T]) -> Callable[Concaten
 
     functools.update_wrapper(body, fn)
     return in_thread(body)
+
+
+def _schema_is_head(engine: Engine) -> bool:
+    """True when the database's schema version is :data:`SCHEMA_HEAD` (one read, no Alembic).
+
+    Anything else (no version table yet, an older or a newer version, several rows) takes the
+    Alembic path, which upgrades under the migration lock or refuses a newer schema, as before.
+    A version read as head was committed by whoever migrated, so no lock is needed to trust it.
+    """
+    try:
+        with engine.connect() as raw:
+            conn = raw.execution_options(inferbot_read_only=True)
+            with conn.begin():
+                found = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    except (OperationalError, ProgrammingError):  # no version table: a new (or pre-Alembic) database
+        return False
+    return found == [SCHEMA_HEAD]
 
 
 # --------------------------------------------------------------------------------------------------

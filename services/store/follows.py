@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from services.store.engine import Repository, as_dict, aware, in_thread, reading, utcnow, writing
+from services.store.engine import Repository, as_dict, aware, in_thread, reading, update_row, utcnow, writing
 from services.store.ports import Follows
 from services.store.records import AWAITING_START, Follow, FollowReason
 from services.store.schema import follows, notices
@@ -50,7 +50,7 @@ class FollowsRepo(Repository, Follows):
 
     @in_thread
     def set_message(self, key: str, progress_message_ts: str) -> bool:
-        return self.db.update_row(follows, {"follow_key": key},
+        return update_row(self.db, follows, {"follow_key": key},
                                   {"progress_message_ts": progress_message_ts, "updated_at": utcnow()})
 
     @reading

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, or_, select, update
 
-from services.store.engine import Repository, aware, in_thread, reading, writing
+from services.store.engine import Repository, aware, in_thread, reading, update_row, upsert, writing
 from services.store.ports import HomeViews
 from services.store.schema import home_views
 
@@ -18,7 +18,7 @@ class HomeViewsRepo(Repository, HomeViews):
 
     @in_thread
     def opened(self, user_id: str, at: datetime) -> None:
-        self.db.upsert(home_views, {"user_id": user_id}, {"opened_at": aware(at, "at"), "dirty": True})
+        upsert(self.db, home_views, {"user_id": user_id}, {"opened_at": aware(at, "at"), "dirty": True})
 
     @writing
     def mark_dirty(self, conn: Connection, opened_since: datetime) -> int:
@@ -47,4 +47,4 @@ class HomeViewsRepo(Repository, HomeViews):
 
     @in_thread
     def publish_failed(self, user_id: str) -> None:
-        self.db.update_row(home_views, {"user_id": user_id}, {"dirty": True, "published_at": None})
+        update_row(self.db, home_views, {"user_id": user_id}, {"dirty": True, "published_at": None})

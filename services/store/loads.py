@@ -8,7 +8,19 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from services.store.engine import MEMO_S, Database, Repository, as_dict, aware, in_thread, newest, reading, utcnow
+from services.store.engine import (
+    MEMO_S,
+    Database,
+    Repository,
+    as_dict,
+    aware,
+    in_thread,
+    insert_once,
+    newest,
+    reading,
+    upsert,
+    utcnow,
+)
 from services.store.ports import Loads
 from services.store.records import LoadOutcome, LoadRecord
 from services.store.schema import load_phases, loads
@@ -39,7 +51,7 @@ class LoadsRepo(Repository, Loads):
             "started_at": started_at, "ready_at": None if ready_at is None else aware(ready_at, "ready_at"),
             "outcome": outcome, "duration_s": float(duration_s), "recorded_at": utcnow(),
         }
-        return await self.db.run(self.db.upsert, loads, key, values)
+        return await self.db.run(upsert, self.db, loads, key, values)
 
     @in_thread
     def durations(self, service: str, node: str, limit: int = 10) -> list[float]:
@@ -72,7 +84,7 @@ class LoadsRepo(Repository, Loads):
         key = (service, node, invocation_id, phase)
         if key in self._phases_seen:
             return False
-        inserted = await self.db.run(self.db.insert_once, load_phases, {
+        inserted = await self.db.run(insert_once, self.db, load_phases, {
             "service": service, "node": node, "invocation_id": invocation_id, "phase": phase,
             "first_seen_at": aware(at, "at")})
         self._phases_seen.add(key)

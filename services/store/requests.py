@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from services.store.engine import Repository, as_dict, aware, in_thread, reading, writing
+from services.store.engine import Repository, as_dict, aware, in_thread, insert_once, reading, update_row, writing
 from services.store.ports import Requests
 from services.store.records import REQUEST_KINDS, REQUEST_TRANSITIONS, RequestKind, RestartRequest
 from services.store.schema import requests
@@ -28,7 +28,7 @@ class RequestsRepo(Repository, Requests):
                force: bool, message_ts: str | None = None, *, kind: RequestKind) -> bool:
         if kind not in REQUEST_KINDS:
             raise ValueError(f"unknown request kind {kind!r}")
-        return self.db.insert_once(requests, {
+        return insert_once(self.db, requests, {
             "id": request_id, "kind": kind, "service": service, "node": node, "unit": unit,
             "requested_by": requested_by, "channel": channel, "thread_ts": thread_ts,
             "message_channel": channel if message_ts else None, "message_ts": message_ts,
@@ -55,7 +55,7 @@ class RequestsRepo(Repository, Requests):
 
     @in_thread
     def set_message(self, request_id: str, channel: str, ts: str) -> bool:
-        return self.db.update_row(requests, {"id": request_id}, {"message_channel": channel, "message_ts": ts})
+        return update_row(self.db, requests, {"id": request_id}, {"message_channel": channel, "message_ts": ts})
 
     @reading
     def unfinished(self, conn: Connection) -> list[RestartRequest]:

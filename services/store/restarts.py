@@ -6,7 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from services.store.engine import Repository, as_dict, aware, in_thread, newest, reading
+from services.store.engine import Repository, as_dict, aware, in_thread, insert_once, newest, reading
 from services.store.ports import Restarts
 from services.store.records import RestartRecord
 from services.store.schema import restarts
@@ -19,7 +19,7 @@ class RestartsRepo(Repository, Restarts):
 
     @in_thread
     def record(self, service: str, node: str, at: datetime, by: str | None, forced: bool) -> None:
-        self.db.insert_once(restarts, {"service": service, "node": node, "at": aware(at, "at"), "by": by,
+        insert_once(self.db, restarts, {"service": service, "node": node, "at": aware(at, "at"), "by": by,
                                        "forced": bool(forced)})
 
     @reading

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, delete, select
 
-from services.store.engine import Repository, as_dict, in_thread, reading, writing
+from services.store.engine import Repository, as_dict, in_thread, reading, upsert, writing
 from services.store.ports import Silences
 from services.store.records import Silence
 from services.store.schema import silences
@@ -19,7 +19,7 @@ class SilencesRepo(Repository, Silences):
 
     @in_thread
     def put(self, silence: Silence) -> None:
-        self.db.upsert(silences, {"service": silence.service, "node": silence.node},
+        upsert(self.db, silences, {"service": silence.service, "node": silence.node},
                        {"until": silence.until, "reason": silence.reason, "by": silence.by, "at": silence.at})
 
     @writing

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, select
 
-from services.store.engine import Repository, as_dict, aware, in_thread, reading
+from services.store.engine import Repository, as_dict, aware, in_thread, insert_once, reading
 from services.store.ports import SmokeChecks
 from services.store.records import SmokeCheck
 from services.store.schema import smoke_checks
@@ -27,7 +27,7 @@ class SmokeChecksRepo(Repository, SmokeChecks):
     @in_thread
     def record(self, service: str, node: str, invocation_id: str, outcome: str, ttft_s: float | None,
                detail: str, at: datetime) -> SmokeCheck:
-        self.db.insert_once(smoke_checks, {"service": service, "node": node, "invocation_id": invocation_id,
+        insert_once(self.db, smoke_checks, {"service": service, "node": node, "invocation_id": invocation_id,
                                            "outcome": outcome, "ttft_s": ttft_s, "detail": detail,
                                            "at": aware(at, "at")})
         with self.db.read() as conn:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from services.store.engine import Database
+from services.store.engine import Database, insert_once, upsert
 
 __all__ = ["WATCHER_FLUSH_S", "WriteQueue"]
 
@@ -122,10 +122,10 @@ class WriteQueue:
             # Another process stored a sample at the same moment (or inserted a row first): one at a time,
             # each in its own transaction, skipping what is already there.
             for table, values in inserts:
-                self.db.insert_once(table, values)
+                insert_once(self.db, table, values)
             for table, row in upserts:
                 key = {c.name: row[c.name] for c in table.primary_key.columns}
-                self.db.upsert(table, key, {k: v for k, v in row.items() if k not in key})
+                upsert(self.db, table, key, {k: v for k, v in row.items() if k not in key})
 
 
 def _insert_many(conn: Connection, inserts: list[tuple[Table, dict[str, Any]]]) -> None:
