@@ -43,7 +43,7 @@ async def record(
     where = where if where is not None else where_of(ctx)
     if ctx.store is not None:
         # The store keeps text, never live markup: a mention in the detail is kept as inert ``<@U…>``.
-        await ctx.store.audit(event, who, where, service, node, mentions.plain(detail), at=ctx.now(),
+        await ctx.store.audit.record(event, who, where, service, node, mentions.plain(detail), at=ctx.now(),
                               request_id=request_id)
     channel = ctx.config.audit.channel
     notifier = notifier_of(ctx)
@@ -78,7 +78,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
                      error="no store")
     names = sorted({s.name for s in req.services}) if req.explicit_target else []
     service = names[0] if len(names) == 1 else None
-    entries = await ctx.store.recent_audit(service=service, limit=DEFAULT_ROWS)
+    entries = await ctx.store.audit.recent(service=service, limit=DEFAULT_ROWS)
     rows = [[f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", _who(e.who), _where(e.where), e.event,
              f"{e.service or ''}{'@' + e.node if e.node else ''}", e.detail] for e in entries]
     title = f"Audit log — {service}" if service else "Audit log"

@@ -28,7 +28,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     for st, out in zip(snap.services, data["services"], strict=True):
         sections += down.card(st.node)  # a down node's reason once, before its first service
         sections.append(Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]))
-        snaps = await ctx.store.latest_snapshots(st.service, st.node, limit=2)
+        snaps = await ctx.store.snapshots.latest(st.service, st.node, limit=2)
         if st.node in down:
             sections.append(Section(kind="text", text=f"{down.words(st.node)} (above); showing what I saw last"))
         elif st.state == "unreachable":

@@ -154,7 +154,7 @@ async def read_dashboard(ctx: Context) -> Dashboard:
         await apply_history(ctx, snap.services)
         await record_snapshots(ctx, snap.services)  # also adds the "settings drifted" warning
         if ctx.store is not None:
-            for key, e in (await ctx.store.last_restarts(RESTART_EVENTS)).items():
+            for key, e in (await ctx.store.audit.newest_by_target(RESTART_EVENTS)).items():
                 restarts[key] = LastRestart(at=e.at, by=e.who, planned=e.event == "restart.executed")
     except Exception:
         # The store only adds history (ETA, drift, last restart): never lose the dashboard to it.

@@ -29,7 +29,7 @@ async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
     loading = [st for st in states if st.state in ("loading", "starting") and st.since is not None]
     if not loading:
         return
-    histories = await ctx.store.load_durations_many([(st.service, st.node) for st in loading])
+    histories = await ctx.store.loads.durations_many([(st.service, st.node) for st in loading])
     for st, history in zip(loading, histories, strict=True):
         if not history or st.since is None:
             continue
@@ -56,7 +56,7 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
     seen = [st for st in states if st.settings_source != "none" and st.state != "unreachable"]
     if not seen:
         return
-    for st, (current, ready) in zip(seen, await ctx.store.record_snapshots(seen, ctx.now()), strict=True):
+    for st, (current, ready) in zip(seen, await ctx.store.snapshots.record_many(seen, ctx.now()), strict=True):
         if ready is None or ready.id == current:
             continue
         diff = diff_snapshots(ready, st)  # the record holds what the current snapshot was made of

@@ -76,7 +76,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     entries: list[AuditEntry] = []
     if ctx.store is not None:
         for name in dict.fromkeys(s.name for s in req.services):
-            entries += await ctx.store.recent_audit(service=name, limit=200)
+            entries += await ctx.store.audit.recent(service=name, limit=200)
     now = ctx.now()
     names_nodes: dict[str, set[str]] = {}
     for s in ctx.config.services:

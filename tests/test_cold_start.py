@@ -175,7 +175,7 @@ async def test_ask_opens_the_store_while_the_nodes_are_asked(make_cluster: MakeC
     # ...and the answer was recorded, as when the store is opened first.
     store = real_open(cluster.config)
     try:
-        assert len(await store.latest_snapshots("kimi", "gpu-a", limit=5)) == 1
+        assert len(await store.snapshots.latest("kimi", "gpu-a", limit=5)) == 1
     finally:
         await store.close()
 

@@ -137,13 +137,11 @@ class SlackBot:
         store = self.runtime.store
         if store is None:
             return True
-        from services.store.shared_state import claim_event
-
         deadline = time.monotonic() + (CLAIM_PATIENCE_S if patience_s is None else patience_s)
         delay = 0.5
         while True:
             try:
-                return await claim_event(store, event_id, datetime.now(UTC))
+                return await store.shared.claim_event(event_id, datetime.now(UTC))
             except Exception as e:  # the store's errors (locked, unreachable) are drivers' own classes
                 if time.monotonic() + delay > deadline:
                     log.error("could not claim a Slack event: the state store did not answer",
@@ -162,10 +160,8 @@ class SlackBot:
         """
         if self.runtime.store is None:
             return self.limiter.check(user)
-        from services.store.shared_state import rate_check
-
         try:
-            v = await rate_check(self.runtime.store, user, self.settings.rate_limit_per_minute)
+            v = await self.runtime.store.shared.rate_check(user, self.settings.rate_limit_per_minute)
         except Exception as e:
             log.warning("rate limit unavailable (state store); answering", exc_info=e,
                         extra={"event": "slack-rate", "user": user})

@@ -1,7 +1,7 @@
 """The App Home tab on Slack: publish the dashboard when it is opened, refreshed, or something changed.
 
 Who has the tab open, when each dashboard was last published and whether it is stale are rows in the
-state database (``Store.home_*``), not this process's memory: a restarted bot (or a second replica) keeps
+state database (``store.home_views``), not this process's memory: a restarted bot (or a second replica) keeps
 refreshing the same dashboards, and the pacing — at most one republish per person every
 ``MIN_INTERVAL_S`` — is one atomic claim in the database. Opening the tab or pressing **Refresh** always
 publishes. Handlers tell us about changes through ``handlers.notify.dashboards_changed`` (the follow job
@@ -108,7 +108,7 @@ class HomePublisher:
         store = self.runtime.store
         if store is not None:
             try:
-                await store.home_opened(user, self.clock())
+                await store.home_views.opened(user, self.clock())
             except Exception:  # the tab is still worth showing; it just won't refresh itself
                 log.warning("could not record the open Home tab", exc_info=True)
         await self.publish_now(user)
@@ -119,7 +119,7 @@ class HomePublisher:
         store = self.runtime.store
         if store is not None:
             try:
-                await store.home_claim_publish(user, self.clock(), self.min_interval_s, force=True)
+                await store.home_views.claim_publish(user, self.clock(), self.min_interval_s, force=True)
             except Exception:  # pacing is only bookkeeping here: the person asked, so they get the view
                 log.warning("could not record the Home publish", exc_info=True)
         await self._publish(user, dash)
@@ -130,7 +130,7 @@ class HomePublisher:
         store = self.runtime.store
         if store is None:
             return
-        if not await store.home_mark_dirty(self.clock() - timedelta(seconds=self.open_for_s)):
+        if not await store.home_views.mark_dirty(self.clock() - timedelta(seconds=self.open_for_s)):
             return  # nobody has the Home tab open
         log.debug("dashboards stale after a change of %s", what)
         self._kick()
@@ -158,17 +158,17 @@ class HomePublisher:
             return 0
         now = self.clock()
         since = now - timedelta(seconds=self.open_for_s)
-        due = await store.home_due(now, self.min_interval_s, since)
+        due = await store.home_views.due(now, self.min_interval_s, since)
         dash: Dashboard | None = None
         sent = 0
         for user in due:
-            if not await store.home_claim_publish(user, self.clock(), self.min_interval_s):
+            if not await store.home_views.claim_publish(user, self.clock(), self.min_interval_s):
                 continue  # another replica (or an open/refresh) just published it
             if dash is None:
                 dash = await read_dashboard(self._ctx())  # one read of the cluster for everybody
             if await self._publish(user, dash):
                 sent += 1
-        if await store.home_due(self.clock(), 0.0, since):
+        if await store.home_views.due(self.clock(), 0.0, since):
             self._retry_later()  # some were held back by pacing (or failed): their turn comes
         return sent
 
@@ -214,7 +214,7 @@ class HomePublisher:
             reason = e.response.get("error") if isinstance(e, SlackApiError) else type(e).__name__
             log.warning("views.publish failed", extra={"event": "slack-home", "user": user, "reason": reason})
             if self.runtime.store is not None:
-                await self.runtime.store.home_publish_failed(user)
+                await self.runtime.store.home_views.publish_failed(user)
             return False
         self.published += 1
         log.info("home published", extra={"event": "slack-home", "user": user, "services": len(dash.services)})
