@@ -37,7 +37,7 @@ from tests.sshd import SSHD, ClientKey, Sshd, free_port, start_sshd
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
-LOOP_LINE = "while IFS= read -r t; do"  # in the session's script (services/node/probe.py build_script)
+LOOP_LINE = "while IFS= read -r _; do"  # in the session's script (services/node/probe/answer.sh)
 
 
 async def _ready(make_cluster: MakeCluster, **watch: object) -> SimCluster:
