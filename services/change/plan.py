@@ -55,6 +55,7 @@ class Plan(BaseModel):
     dropin_path: str
     action: Action
     form: str
+    args_from: int = 0  # where vLLM's own arguments start in ``argv``
     delta: ChangeSpec  # inferbot's whole change against the operator's unit, after this one
     previous: ChangeSpec | None = None  # the same before it (None: no inferbot drop-in)
     diff: list[DiffItem] = Field(default_factory=list)  # before → after, redacted
@@ -303,6 +304,6 @@ def plan_change(source: UnitSource, spec: ChangeSpec, table: VersionTable, chang
             exec_shown = " ".join(redact_argv(exec_shown.split(" "), r))
         shown = "".join(r.text(ln) + "\n" for ln in dropin.render(source.unit, source.dropin_path, delta, exec_shown,
                                                                    change_id).splitlines())
-    return Plan(unit=source.unit, dropin_path=source.dropin_path, action=action, form=p.line.form, delta=delta,
-                previous=previous, diff=diff, command=redact_argv(argv, r), notes=p.notes, dropin_shown=shown,
-                dropin_text=text, argv=argv, env=env)
+    return Plan(unit=source.unit, dropin_path=source.dropin_path, action=action, form=p.line.form,
+                args_from=p.line.args_from, delta=delta, previous=previous, diff=diff, command=redact_argv(argv, r),
+                notes=p.notes, dropin_shown=shown, dropin_text=text, argv=argv, env=env)
