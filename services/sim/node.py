@@ -391,6 +391,7 @@ class SimNode:
             "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
             "    sys.exit(main())\n"
         )
+        self._write_vllm_package(py)
         for target in (r / "opt/vllm/venv/bin/vllm", r / "usr/bin/docker", r / "opt/serve_model.py",
                        r / "opt/bin/serve-model"):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -449,6 +450,24 @@ class SimNode:
             (self.state_dir / "units" / st.name).mkdir(exist_ok=True)
             (self.state_dir / "units" / st.name / "show").write_text(self._static_show(st))
         self._fix_perms()
+
+    def _write_vllm_package(self, py: Path) -> None:
+        """Make the venv a venv (``pyvenv.cfg``, system site-packages kept) with a ``vllm`` package whose parser is
+        the simulator's own table (``services/sim/vllm_cli.py``): what the node-side parser check imports."""
+        venv = self.root / "opt/vllm/venv"
+        real = Path(os.path.realpath(sys.executable))
+        (venv / "pyvenv.cfg").write_text(f"home = {real.parent}\ninclude-system-site-packages = true\n"
+                                         f"version = {sys.version.split()[0]}\n")
+        pkg = venv / f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/vllm"
+        for d in (pkg, pkg / "utils", pkg / "entrypoints", pkg / "entrypoints/openai"):
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "__init__.py").write_text("")
+        version = self.sc.units[0].profile.version if self.sc.units else "0.20.1"
+        (pkg / "__init__.py").write_text(f"__version__ = {version!r}\n")
+        cli = (SIM_DIR / "vllm_cli.py").read_text()
+        (pkg / "entrypoints/openai/cli_args.py").write_text(cli)
+        (pkg / "utils/argparse_utils.py").write_text("from vllm.entrypoints.openai.cli_args import "
+                                                     "FlexibleArgumentParser\n")
 
     def _fix_perms(self) -> None:
         """dirs 0755, files 0644 (executables 0755), env files as the scenario says; parents traversable."""
@@ -767,6 +786,7 @@ class SimNode:
         app.router.add_post("/unit/{verb}/", self._h_unit)
         app.router.add_post("/daemon-reload", self._h_reload)
         app.router.add_get("/read", self._h_read)
+        app.router.add_post("/privileged", self._h_privileged)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         with contextlib.suppress(FileNotFoundError):
@@ -794,6 +814,21 @@ class SimNode:
         except OSError as exc:
             return web.Response(status=404, text=str(exc))
         return web.Response(body=data)
+
+    async def _h_privileged(self, request: web.Request) -> web.Response:
+        """``sudo install|mv|rm …`` for the fake ``sudo``: the argv as root, only on files under the root."""
+        argv = request.query.getall("a", [])
+        data = await request.read()
+        under = str(self.root) + "/"
+        paths = [a for a in argv[1:] if a.startswith("/") and a != "/dev/stdin"]
+        real = [await asyncio.to_thread(os.path.realpath, p) for p in paths]
+        if not argv or argv[0] not in ("install", "mv", "rm") or not paths or \
+                any(not p.startswith(under) for p in real):
+            return web.Response(text="1\nsudo: the simulated node runs only install, mv and rm under its root")
+        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate(data)
+        return web.Response(text=f"{proc.returncode}\n{err.decode(errors='replace')}")
 
     # ------------------------------------------------------------------------------------------------------
     # unit lifecycle
