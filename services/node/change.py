@@ -77,7 +77,7 @@ if out["loaded"]:
         out["ok"] = True
     except SystemExit:
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        out["error"] = lines[-1] if lines else "vLLM's parser refused the command line"
+        out["error"] = lines[-1] if lines else "the parser refused the command line"
     except BaseException as e:
         out["error"] = type(e).__name__ + ": " + str(e)[:400]
 print("@@inferbot-parse@@ " + json.dumps(out))
