@@ -182,3 +182,50 @@ async def test_without_sudo_nothing_is_written(make_cluster: MakeCluster) -> Non
         assert not exists(service.dropin_path())
     finally:
         await pool.close()
+
+
+async def test_apply_roll_back_and_revert_through_the_engine(make_cluster: MakeCluster) -> None:
+    from services.change.apply import apply_plan, restore
+
+    cluster, sim, service = await kimi(make_cluster)
+    node, policy = cluster.node("gpu-a"), cluster.config.access
+    pool = NodePool()
+    try:
+        operator_argv = proc_argv(sim.state(KIMI_UNIT).main_pid)
+        first = parse_text("set", "max-num-seqs 256")
+        assert isinstance(first, ChangeSpec)
+        pf = await run_preflight(pool, node, service, first, change_id="#7", version="0.20.1", node_parser=False)
+        assert pf.ok and pf.plan is not None
+        assert (await apply_plan(pool, node, service, pf.plan, policy)).ok
+        second = parse_text("set", "--gpu-memory-utilization 0.5")
+        assert isinstance(second, ChangeSpec)
+        pf2 = await run_preflight(pool, node, service, second, change_id="#8", version="0.20.1", node_parser=False)
+        assert pf2.ok and pf2.plan is not None and pf2.plan.previous == pf.plan.delta
+        assert (await apply_plan(pool, node, service, pf2.plan, policy)).ok
+        await sim.restart_unit(KIMI_UNIT)
+        await sim.wait_for(KIMI_UNIT, "ready", 45)
+        argv = proc_argv(sim.state(KIMI_UNIT).main_pid)
+        assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.5" and "--max-num-seqs" in argv
+        # Roll back #8: inferbot's change is #7's again.
+        back = await restore(pool, node, service, pf2.plan.previous, policy, change_id="#8", version="0.20.1",
+                             clear_start_limit=True)
+        assert back.ok, back.summary()
+        await sim.restart_unit(KIMI_UNIT)
+        await sim.wait_for(KIMI_UNIT, "ready", 45)
+        argv = proc_argv(sim.state(KIMI_UNIT).main_pid)
+        assert argv[argv.index("--gpu-memory-utilization") + 1] == "0.95" and "--max-num-seqs" in argv
+        # Revert: the operator's unit alone.
+        assert (await restore(pool, node, service, None, policy, change_id="#9")).ok
+        assert not exists(service.dropin_path())
+        await sim.restart_unit(KIMI_UNIT)
+        await sim.wait_for(KIMI_UNIT, "ready", 45)
+        assert proc_argv(sim.state(KIMI_UNIT).main_pid) == operator_argv
+        # A step that fails says what is on disk and how to go back by hand.
+        assert (await apply_plan(pool, node, service, pf.plan, policy)).ok
+        sim.set_sudo_allowed(False)
+        failed = await restore(pool, node, service, None, policy, change_id="#10")
+        assert not failed.ok and failed.on_disk is not None and "max-num-seqs 256" in failed.on_disk
+        assert "[redacted]" in failed.on_disk and "sk-" not in failed.on_disk  # the unit's API key stays hidden
+        assert failed.summary().endswith(f"sudo systemctl restart {KIMI_UNIT}")
+    finally:
+        await pool.close()

@@ -273,8 +273,11 @@ def _diff(before: tuple[list[str], dict[str, str]], after: tuple[list[str], dict
     return out
 
 
-def plan_change(source: UnitSource, spec: ChangeSpec, table: VersionTable, change_id: str) -> Plan | PlanRefused:
-    """What applying ``spec`` to ``source``'s unit does (``spec`` merged into inferbot's earlier changes)."""
+def plan_change(source: UnitSource, spec: ChangeSpec, table: VersionTable, change_id: str, *,
+                replace: bool = False) -> Plan | PlanRefused:
+    """What applying ``spec`` to ``source``'s unit does: ``spec`` merged into inferbot's earlier changes, or with
+    ``replace`` the whole of inferbot's change becomes ``spec`` (a rollback to an earlier delta; an empty
+    ``spec`` is a revert to the operator's unit)."""
     previous: ChangeSpec | None = None
     if source.dropin_text is not None:
         previous = dropin.read_delta(source.dropin_text)
@@ -283,7 +286,7 @@ def plan_change(source: UnitSource, spec: ChangeSpec, table: VersionTable, chang
                                       "header): move it away, or point [services.changes] dropin elsewhere")
     try:
         p = _Planner(source, table)
-        delta = p.normalise(merge(previous, spec))
+        delta = p.normalise(spec if replace else merge(previous, spec))
         p.conflicts(delta)
         before_delta = p.normalise(previous) if previous is not None else ChangeSpec()
     except _Refuse as e:
@@ -307,3 +310,20 @@ def plan_change(source: UnitSource, spec: ChangeSpec, table: VersionTable, chang
     return Plan(unit=source.unit, dropin_path=source.dropin_path, action=action, form=p.line.form,
                 args_from=p.line.args_from, delta=delta, previous=previous, diff=diff, command=redact_argv(argv, r),
                 notes=p.notes, dropin_shown=shown, dropin_text=text, argv=argv, env=env)
+
+
+def shown_dropin(text: str) -> str:
+    """A drop-in as people may see it: the secrets of its ``ExecStart=`` (and any secret shape) redacted."""
+    words: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("ExecStart=") and line != "ExecStart=":
+            words = [w for w, _, _ in unitfile.command_word_spans(line[len("ExecStart="):], {})]
+    r = _redactor([words] if words else [], [])
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("ExecStart=") and line != "ExecStart=":
+            out.append("ExecStart=" + " ".join(dropin.exec_word(w) if w != REDACTED else w
+                                               for w in redact_argv(words, r)))
+        else:
+            out.append(r.text(line))
+    return "\n".join(out) + "\n"
