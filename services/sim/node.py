@@ -32,6 +32,7 @@ from aiohttp import web
 
 from services.sim.scenarios import NodeScenario, StaticUnit, UnitScenario
 from services.sim.units import ExecLine, LoadedUnit, load_unit
+from services.sim.venv import write_vllm_package
 
 SIM_DIR = Path(__file__).resolve().parent
 BIN_SRC = SIM_DIR / "bin"
@@ -391,7 +392,7 @@ class SimNode:
             "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
             "    sys.exit(main())\n"
         )
-        self._write_vllm_package(py)
+        write_vllm_package(r / "opt/vllm/venv", self.sc.units[0].profile.version if self.sc.units else "0.20.1")
         for target in (r / "opt/vllm/venv/bin/vllm", r / "usr/bin/docker", r / "opt/serve_model.py",
                        r / "opt/bin/serve-model"):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -450,24 +451,6 @@ class SimNode:
             (self.state_dir / "units" / st.name).mkdir(exist_ok=True)
             (self.state_dir / "units" / st.name / "show").write_text(self._static_show(st))
         self._fix_perms()
-
-    def _write_vllm_package(self, py: Path) -> None:
-        """Make the venv a venv (``pyvenv.cfg``, system site-packages kept) with a ``vllm`` package whose parser is
-        the simulator's own table (``services/sim/vllm_cli.py``): what the node-side parser check imports."""
-        venv = self.root / "opt/vllm/venv"
-        real = Path(os.path.realpath(sys.executable))
-        (venv / "pyvenv.cfg").write_text(f"home = {real.parent}\ninclude-system-site-packages = true\n"
-                                         f"version = {sys.version.split()[0]}\n")
-        pkg = venv / f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/vllm"
-        for d in (pkg, pkg / "utils", pkg / "entrypoints", pkg / "entrypoints/openai"):
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "__init__.py").write_text("")
-        version = self.sc.units[0].profile.version if self.sc.units else "0.20.1"
-        (pkg / "__init__.py").write_text(f"__version__ = {version!r}\n")
-        cli = (SIM_DIR / "vllm_cli.py").read_text()
-        (pkg / "entrypoints/openai/cli_args.py").write_text(cli)
-        (pkg / "utils/argparse_utils.py").write_text("from vllm.entrypoints.openai.cli_args import "
-                                                     "FlexibleArgumentParser\n")
 
     def _fix_perms(self) -> None:
         """dirs 0755, files 0644 (executables 0755), env files as the scenario says; parents traversable."""
