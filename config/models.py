@@ -161,6 +161,56 @@ class AcceptanceSettings(_Strict):
     timeout: Duration = Field(default=900.0, gt=0, le=7200)
 
 
+# A flag name (``max-num-seqs``) or an env name (``NCCL_PROTO``) in an allow/deny list; ``*`` and ``?`` match as in
+# shell patterns (``speculative-*``, ``NCCL_*``).
+FLAG_PATTERN_RE = re.compile(r"^[a-z0-9*?][a-z0-9*?.-]*\Z")
+ENV_PATTERN_RE = re.compile(r"^[A-Za-z_*?][A-Za-z0-9_*?]*\Z")
+DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@+-]*\.conf\Z")
+
+
+def _flag_pattern(v: str) -> str:
+    name = v.strip().lstrip("-").replace("_", "-").lower()
+    if not FLAG_PATTERN_RE.match(name):
+        raise ValueError(f"{v!r} is not a vLLM flag name or pattern (like 'max-num-seqs' or 'speculative-*')")
+    return name
+
+
+def _env_pattern(v: str) -> str:
+    if not ENV_PATTERN_RE.match(v):
+        raise ValueError(f"{v!r} is not an environment variable name or pattern (like 'NCCL_PROTO' or 'NCCL_*')")
+    return v
+
+
+FlagPattern = Annotated[str, AfterValidator(_flag_pattern)]
+EnvPattern = Annotated[str, AfterValidator(_env_pattern)]
+
+
+class ChangeSettings(_Strict):
+    """``[services.changes]``: settings changes from a channel (issue 25), off unless enabled."""
+
+    enabled: bool = False
+    allow_flags: list[FlagPattern] = Field(default_factory=list)  # empty: every flag but deny_flags
+    deny_flags: list[FlagPattern] = Field(default_factory=list)
+    allow_env: list[EnvPattern] = Field(default_factory=list)  # empty: every name but deny_env
+    deny_env: list[EnvPattern] = Field(default_factory=list)
+    verify_window: Duration = Field(default=600.0, gt=0, le=86400)
+    rollback: bool = True
+    max_parallel: int = Field(default=1, ge=1, le=64)
+    # inferbot's own drop-in: default /etc/systemd/system/<unit>.d/90-inferbot.conf
+    dropin: RemotePath | None = None
+
+    @field_validator("dropin")
+    @classmethod
+    def _dropin(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        name = v.rsplit("/", 1)[-1]
+        if not v.startswith("/") or not DROPIN_NAME_RE.match(name):
+            raise ValueError(f"{v!r}: the drop-in is an absolute path to a file whose name ends in .conf "
+                             "(e.g. '/etc/systemd/system/vllm-kimi.service.d/90-inferbot.conf')")
+        return v
+
+
 class Service(_Strict):
     """A vLLM server run by one systemd unit on one node."""
 
@@ -174,6 +224,7 @@ class Service(_Strict):
     access: AccessPolicy | None = None
     readiness: ReadinessSettings = Field(default_factory=ReadinessSettings)
     acceptance: AcceptanceSettings = Field(default_factory=AcceptanceSettings)
+    changes: ChangeSettings = Field(default_factory=ChangeSettings)
 
     @field_validator("api_key_env")
     @classmethod
@@ -194,6 +245,21 @@ class Service(_Strict):
         if self.acceptance.bench and not self.bench_dir:
             raise ValueError("[services.acceptance] bench = true needs bench_dir (where --save-result writes)")
         return self
+
+    @model_validator(mode="after")
+    def _dropin_of_this_unit(self) -> Service:
+        # systemd reads a unit's drop-ins only from a directory named after it: a path elsewhere would be
+        # written and never applied, and could only ever be someone else's file.
+        path = self.changes.dropin
+        if path is not None and path.rsplit("/", 2)[-2] != f"{self.unit}.d":
+            raise ValueError(f"[services.changes] dropin = {path!r} is not in the unit's drop-in directory: it must "
+                             f"be '<dir>/{self.unit}.d/NAME.conf' (default /etc/systemd/system/{self.unit}.d/"
+                             "90-inferbot.conf)")
+        return self
+
+    def dropin_path(self) -> str:
+        """Where inferbot's own drop-in for this unit lives (``[services.changes] dropin`` or the default)."""
+        return self.changes.dropin or f"/etc/systemd/system/{self.unit}.d/90-inferbot.conf"
 
 
 class SlackSettings(_Strict):

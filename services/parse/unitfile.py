@@ -58,30 +58,38 @@ def _specifier(s: str, i: int, specifiers: Mapping[str, str] | None) -> tuple[st
     return "%" + c, i + 2
 
 
-def _extract_words(text: str, specifiers: Mapping[str, str] | None) -> list[tuple[str, bool]]:
+def _extract_words(text: str, specifiers: Mapping[str, str] | None,
+                   spans: list[tuple[int, int]] | None = None) -> list[tuple[str, bool]]:
     """systemd's extract_first_word(EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE) plus ``%`` specifiers.
 
     Returns (word, was_quoted) pairs; ``was_quoted`` lets the caller tell a lone ``;`` command separator
-    from a quoted ``";"`` argument.
+    from a quoted ``";"`` argument. ``spans``, when given, receives each word's (start, end) in ``text``.
     """
     words: list[tuple[str, bool]] = []
     buf: list[str] = []
     in_word = False
     quoted = False
     quote: str | None = None
+    start = 0
     i = 0
     n = len(text)
+
+    def begin() -> None:
+        nonlocal in_word, start
+        if not in_word:
+            in_word, start = True, i
+
     while i < n:
         c = text[i]
         if c == "\\":
+            begin()
             piece, i = _cunescape(text, i)
             buf.append(piece)
-            in_word = True
             continue
         if c == "%" and specifiers is not None:
+            begin()
             piece, i = _specifier(text, i, specifiers)
             buf.append(piece)
-            in_word = True
             continue
         if quote:
             if c == quote:
@@ -90,20 +98,33 @@ def _extract_words(text: str, specifiers: Mapping[str, str] | None) -> list[tupl
                 buf.append(c)
         elif c in "\"'":
             # systemd 252 also strips quotes that open in the middle of a word (--x='{"a":1}').
+            begin()
             quote = c
             quoted = True
-            in_word = True
         elif c in " \t\n\r":
             if in_word:
                 words.append(("".join(buf), quoted))
+                if spans is not None:
+                    spans.append((start, i))
                 buf, in_word, quoted = [], False, False
         else:
+            begin()
             buf.append(c)
-            in_word = True
         i += 1
     if in_word:
         words.append(("".join(buf), quoted))
+        if spans is not None:
+            spans.append((start, n))
     return words
+
+
+def command_word_spans(line: str, specifiers: Mapping[str, str]) -> list[tuple[str, int, int]]:
+    """The words of an ``ExecStart=`` value as systemd splits them (quotes and C escapes removed, ``%``
+    specifiers resolved, ``$VAR`` left as written), each with its (start, end) in ``line``: a writer that
+    keeps a word keeps its original text, quoting, specifiers and variables included."""
+    spans: list[tuple[int, int]] = []
+    words = _extract_words(line, {k.lstrip("%"): v for k, v in specifiers.items()}, spans)
+    return [(w, a, b) for (w, _), (a, b) in zip(words, spans, strict=True)]
 
 
 def _replace_env(word: str, env: Mapping[str, str]) -> str:

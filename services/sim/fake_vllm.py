@@ -957,6 +957,10 @@ def main() -> int:
         if args[:1] != ["serve"]:
             print("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...", file=sys.stderr)
             return 2
+        # A bad value stops vLLM before anything loads (argparse: exit 2, its message on stderr).
+        from services.sim.vllm_cli import check
+
+        check(args[1:])
         sa = parse_serve_args(args[1:])
     profile_path = env.get("INFERBOT_SIM_PROFILE")
     profile = Profile.load(profile_path)

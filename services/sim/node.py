@@ -32,6 +32,7 @@ from aiohttp import web
 
 from services.sim.scenarios import NodeScenario, StaticUnit, UnitScenario
 from services.sim.units import ExecLine, LoadedUnit, load_unit
+from services.sim.venv import write_vllm_package
 
 SIM_DIR = Path(__file__).resolve().parent
 BIN_SRC = SIM_DIR / "bin"
@@ -396,6 +397,7 @@ class SimNode:
             "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
             "    sys.exit(main())\n"
         )
+        write_vllm_package(r / "opt/vllm/venv", self.sc.units[0].profile.version if self.sc.units else "0.20.1")
         for target in (r / "opt/vllm/venv/bin/vllm", r / "usr/bin/docker", r / "opt/serve_model.py",
                        r / "opt/bin/serve-model"):
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -772,6 +774,7 @@ class SimNode:
         app.router.add_post("/unit/{verb}/", self._h_unit)
         app.router.add_post("/daemon-reload", self._h_reload)
         app.router.add_get("/read", self._h_read)
+        app.router.add_post("/privileged", self._h_privileged)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         with contextlib.suppress(FileNotFoundError):
@@ -799,6 +802,21 @@ class SimNode:
         except OSError as exc:
             return web.Response(status=404, text=str(exc))
         return web.Response(body=data)
+
+    async def _h_privileged(self, request: web.Request) -> web.Response:
+        """``sudo install|mv|rm …`` for the fake ``sudo``: the argv as root, only on files under the root."""
+        argv = request.query.getall("a", [])
+        data = await request.read()
+        under = str(self.root) + "/"
+        paths = [a for a in argv[1:] if a.startswith("/") and a != "/dev/stdin"]
+        real = [await asyncio.to_thread(os.path.realpath, p) for p in paths]
+        if not argv or argv[0] not in ("install", "mv", "rm") or not paths or \
+                any(not p.startswith(under) for p in real):
+            return web.Response(text="1\nsudo: the simulated node runs only install, mv and rm under its root")
+        proc = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.PIPE,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate(data)
+        return web.Response(text=f"{proc.returncode}\n{err.decode(errors='replace')}")
 
     # ------------------------------------------------------------------------------------------------------
     # unit lifecycle

@@ -63,10 +63,11 @@ def _escape(s: str, i: int) -> tuple[str, int]:
     return c, i + 1  # unknown escape: systemd warns; keep the character
 
 
-def words(text: str, cunescape: bool = True) -> list[str]:
+def words(text: str, cunescape: bool = True, plain: list[bool] | None = None) -> list[str]:
     """Split like systemd's ``extract_first_word(UNQUOTE|CUNESCAPE)``: whitespace separates words,
     ``"..."``/``'...'`` group (also in the middle of a word, as systemd 252 does), backslash escapes in
-    and out of quotes (without ``cunescape`` a backslash just makes the next character literal)."""
+    and out of quotes (without ``cunescape`` a backslash just makes the next character literal). ``plain``,
+    when given, receives for each word whether it was written with no quote and no escape."""
     out: list[str] = []
     i, n = 0, len(text)
     while True:
@@ -74,6 +75,11 @@ def words(text: str, cunescape: bool = True) -> list[str]:
             i += 1
         if i >= n:
             return out
+        if plain is not None:
+            end = i
+            while end < n and text[end] not in _WS:
+                end += 1
+            plain.append(not any(c in "\"'\\" for c in text[i:end]))
         buf: list[str] = []
         quote = ""
         while i < n:
@@ -143,11 +149,12 @@ def _substitute(word: str, env: Mapping[str, str]) -> str:
 def command_words(line: str, spec: Mapping[str, str]) -> list[str]:
     """One ``ExecStart=`` value (prefix characters removed) as systemd stores it: unquoted, specifiers
     expanded, ``$`` references still unexpanded (that happens at each start)."""
-    ws = words(line)
+    plain: list[bool] = []
+    ws = words(line, plain=plain)
     out: list[str] = []
-    for w in ws:
-        if w == ";":
-            break  # a lone semicolon separates commands; the simulator runs the first one
+    for w, bare in zip(ws, plain, strict=True):
+        if w == ";" and bare:
+            break  # a lone unquoted semicolon separates commands (a quoted ";" is an argument); the first one runs
         out.append(expand_specifiers(w, spec))
     return out
 
