@@ -7,7 +7,6 @@ are read and folded into one :class:`MetricsSample`. Pure functions, no I/O, no 
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections import defaultdict
@@ -47,9 +46,6 @@ def _counter_base(name: str) -> str:
     return name[: -len("_total")] if name.endswith("_total") else name
 
 
-_SMALL = 8192  # the watcher's filtered scrapes are a few hundred bytes; whole bodies are not kept
-
-
 def parse_metrics(text: str) -> MetricsSample:
     """Fold one ``/metrics`` scrape into a :class:`MetricsSample`, summing across engines and models.
 
@@ -57,14 +53,6 @@ def parse_metrics(text: str) -> MetricsSample:
     averaged, since a sum of fractions is meaningless. Histogram buckets are summed per ``le``.
     Raises :class:`MetricsParseError` when the text is not Prometheus exposition.
     """
-    if len(text) <= _SMALL:
-        # One watcher look reads its scrape three times (throughput, the charts' sample, the hung check).
-        return _parse_small(text).model_copy()
-    return _parse(text)
-
-
-@functools.lru_cache(maxsize=64)
-def _parse_small(text: str) -> MetricsSample:
     return _parse(text)
 
 
