@@ -48,12 +48,12 @@ class Runtime:
     # handed to each context as it is, so a handler waits for it only when it reads ``ctx.store``.
     opening: Future[Store] | None = None
 
-    def context(self, asker: Asker | None = None) -> Context:
-        """A fresh handler context for one request."""
+    def context(self, asker: Asker | None = None, service_data: bool = True) -> Context:
+        """A fresh handler context for one request (``service_data``: see ``Context``)."""
         store = self.store if self.store is not None else self.opening
         return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=store,
                        notifier=self.notifier, jobs=self.jobs, groups=self.groups or NoGroups(),
-                       dashboards=self.dashboards)
+                       dashboards=self.dashboards, service_data=service_data)
 
 
 def open_store(config: BotConfig) -> Store:

@@ -91,3 +91,6 @@ class Context:
     jobs: Jobs | None = None  # None outside ``serve``: nothing is scheduled
     groups: GroupLookup = field(default_factory=NoGroups)
     dashboards: Dashboards | None = None  # the open App Home tabs (Slack only)
+    # False: the front end shows the reply's sections and never its data (Slack), so an answer leaves out what
+    # only ``data`` would carry (each service's JSON object: as large again as the cards at fleet scale).
+    service_data: bool = True

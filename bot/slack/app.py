@@ -147,7 +147,8 @@ class SlackBot:
     ) -> None:
         started = time.monotonic()
         asker = Asker(surface="slack", user_id=user, channel_id=channel, thread_ts=thread_ts)
-        reply = await answer(text, self.runtime.context(asker))
+        # Slack shows the cards, never the reply's data: the handlers leave the per-service JSON out.
+        reply = await answer(text, self.runtime.context(asker, service_data=False))
         if restart_actions.is_confirmation(reply) and await restart_actions.post_confirmation(
                 self.runtime, client, channel, thread_ts, reply):
             # A restart confirmation: posted visibly by the restart wiring, which remembers its ts.
@@ -155,7 +156,7 @@ class SlackBot:
                                             "intent": reply.intent, "ms": int((time.monotonic() - started) * 1000),
                                             "outcome": "posted"})
             return
-        messages = render_messages(reply, attachments=False, consume=True)  # posted, then dropped
+        messages = render_messages(reply, attachments=False)
         if response_url:
             ok = await self.respond_messages(response_url, messages, client=client, channel=channel)
         else:
