@@ -52,8 +52,8 @@ class StoreField:
     """``Context.store``: the state store, given open or still opening (a ``Future`` of it), or None.
 
     A one-shot front end (``inferbot ask``) opens the store in a worker thread while the question is routed
-    and the nodes are asked: importing SQLAlchemy and opening the database cost ~0.1 s of CPU that the
-    network wait hides (docs/architecture.md, "Lazy imports"). A handler reads ``ctx.store`` as always; the
+    and the nodes are asked: importing SQLAlchemy and opening the database is CPU work that the network
+    wait hides (docs/architecture.md, "Lazy imports"). A handler reads ``ctx.store`` as always; the
     first read waits for the opening there (usually long finished: handlers use the store after asking the
     nodes) and raises what opening it raised. Waiting blocks the event loop, but never longer than opening
     the store before the question did, and every later read is a plain attribute read.

@@ -84,9 +84,9 @@ class Cards:
     """The service cards of one answer, built one service at a time (:func:`service_cards`).
 
     Each ``ServiceState`` is dropped as soon as its card and its ``data`` object exist, so an answer about
-    hundreds of services never holds every record, every card and every data object at once (at 512 nodes
-    the records alone are ~9 MB). ``services`` keeps what handlers still read (titles, counts); a card
-    function reads anything else it needs while it has the record.
+    hundreds of services never holds every record, every card and every data object at once: its peak
+    memory grows with one batch of records, not with the fleet. ``services`` keeps what handlers still read
+    (titles, counts); a card function reads anything else it needs while it has the record.
     """
 
     nodes: list[NodeReport]
@@ -94,7 +94,7 @@ class Cards:
     sections: list[Section]
     statuses: list[Status]
     # Each service's ``model_dump(mode="json")``: the reply's data. None when the front end shows the cards and
-    # never the data (``Context.service_data``, Slack): they would add as much again as the records to the peak.
+    # never the data (``Context.service_data``, Slack): nobody would read them, and they grow with the fleet.
     services_data: list[dict[str, object]] | None
 
 

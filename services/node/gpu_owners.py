@@ -5,9 +5,9 @@ from __future__ import annotations
 from services.models import GpuInfo, GpuProcess, GpuProcessBrief, ServiceState
 from services.node.node_facts import NodeFacts
 
-# A GPU record of a service has every field set, and pydantic keeps a set of the names set per record (as
-# large as the rest of the record; eight GPUs per service, hundreds of services per answer). They share one
-# set each: an assignment only ever adds a name already in it.
+# A GPU record of a service has every field set, and pydantic keeps a set of the names set per record, one per
+# GPU per service and hundreds of services per answer. They share one set each: an assignment only ever adds a
+# name already in it.
 _GPU_FIELDS = set(GpuInfo.model_fields)
 _BRIEF_FIELDS = set(GpuProcessBrief.model_fields)
 
