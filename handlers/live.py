@@ -143,8 +143,7 @@ async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: C
     per_node: list[list[tuple[list[Section], dict[str, object] | None, Status, ServiceBrief]]] = [
         [] for _ in req.nodes]
     reports: list[NodeReport | None] = [None] * len(req.nodes)
-    dump = ctx.service_data
-    store_failed = False
+    dump, store_failed = ctx.service_data, False
     # Cards show services: the nodes' own GPU lists are left out.
     async for batch in ctx.cluster.answers(req.services, req.nodes, probe, node_gpus=False):
         states = [st for _, _, sts in batch for st in sts]

@@ -40,9 +40,8 @@ WatchHook = Callable[[Context, list[ServiceState], Notifier], Awaitable[None]]
 async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: WatchHook | None = None) -> list[str]:
     """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
 
-    Returns the follow keys it started. The first observation of a unit only records a baseline. ``after``
-    sees the same probe's states (the health watcher: ``handlers/health_watch.py``), each with its ``/metrics``
-    sample already parsed (``ServiceState.metrics``): the node's raw output is not kept.
+    Returns the follow keys it started. The first observation of a unit only records a baseline. ``after`` (the
+    health watcher) sees the same probe's states, each with its ``/metrics`` parsed (``ServiceState.metrics``).
     """
     store = require_store(ctx)
     node = ctx.config.node(node_name)
