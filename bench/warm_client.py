@@ -4,9 +4,10 @@
 
 Builds ``runtime(config)`` once (as ``inferbot serve`` does), asks one warm-up question (it opens the N
 connections), then asks ``--runs`` more, each timed. Each question is answered as the Slack front end
-answers it: the reply built for the Slack surface, then rendered into the Slack messages it would post
-(``render_messages(..., consume=True)``). Prints one JSON object: wall per question (until the answer is
-built: every node's output read and made into cards, what the OpenSSH baselines' wall covers), the render's
+answers it: the reply built for the Slack surface without the per-service data the Slack front end never shows
+(``service_data=False``), then rendered into the Slack messages it would post (``render_messages``). Prints
+one JSON object: wall per question (until the answer is built: every node's output read and made into cards,
+what the OpenSSH baselines' wall covers), the render's
 wall after it (``render_s``), this process's CPU time (user+sys) per node per question for the answer and,
 apart, for the render (``render_cpu_ms_per_node``), SSH round trips per node per question
 (``pool.runs`` / N, must be 1), connections made (``pool.connects``, must be N), peak RSS (VmHWM), and a
@@ -81,7 +82,7 @@ def _posted(reply: Reply) -> int:
     """What the Slack front end does with an answer before posting it: its messages (how many)."""
     from bot.slack.blocks import render_messages
 
-    return len(render_messages(reply, attachments=False, consume=True))
+    return len(render_messages(reply, attachments=False))
 
 
 def check_reply(reply: Reply, n_nodes: int, extra: str = "") -> str | None:
@@ -153,7 +154,7 @@ async def measure(config_path: str, runs: int, question: str, new_store: bool = 
 
         rt.pool.run = recording_run  # type: ignore[method-assign]  # warm-up only: what the bot sends
         t0, c0 = time.perf_counter(), _cpu_s()
-        first = await answer(question, rt.context(asker))
+        first = await answer(question, rt.context(asker, service_data=False))
         rt.pool.run = real_run  # type: ignore[method-assign]
         if (why := check_reply(first, n, why_failed())) is None:
             out["messages"] = _posted(first)
@@ -171,10 +172,10 @@ async def measure(config_path: str, runs: int, question: str, new_store: bool = 
             runs0 = rt.pool.runs
             c0 = _cpu_s()
             t0 = time.perf_counter()
-            reply = await answer(question, rt.context(asker))
+            reply = await answer(question, rt.context(asker, service_data=False))
             wall = time.perf_counter() - t0
             cpu = _cpu_s() - c0
-            why = check_reply(reply, n, why_failed())  # before the render empties its sections
+            why = check_reply(reply, n, why_failed())
             if why is None:
                 _posted(reply)
             out["render_s"].append(time.perf_counter() - t0 - wall)

@@ -69,9 +69,9 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
     async with runtime(config) as rt:
         real_probe = rt.cluster.probe_node
 
-        async def counting_probe(node: Node, services: Sequence[Service], options: ProbeOptions
-                                 ) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
-            report, states, raw = await real_probe(node, services, options)
+        async def counting_probe(node: Node, services: Sequence[Service], options: ProbeOptions,
+                                 keep_raw: bool = True) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
+            report, states, raw = await real_probe(node, services, options, keep_raw=keep_raw)
             if report.ok and all(s.state != "unreachable" for s in states):
                 polls["ok"] += 1
             else:

@@ -48,12 +48,12 @@ class Runtime:
     # handed to each context as it is, so a handler waits for it only when it reads ``ctx.store``.
     opening: Future[Store] | None = None
 
-    def context(self, asker: Asker | None = None) -> Context:
-        """A fresh handler context for one request."""
+    def context(self, asker: Asker | None = None, service_data: bool = True) -> Context:
+        """A fresh handler context for one request (``service_data``: see ``Context``)."""
         store = self.store if self.store is not None else self.opening
         return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=store,
                        notifier=self.notifier, jobs=self.jobs, groups=self.groups or NoGroups(),
-                       dashboards=self.dashboards)
+                       dashboards=self.dashboards, service_data=service_data)
 
 
 def open_store(config: BotConfig) -> Store:
@@ -81,7 +81,7 @@ def open_store_soon(config: BotConfig) -> Future[Store]:
     """:func:`open_store` in a worker thread, and the schema version read there too: the future store.
 
     For a one-shot command, whose main thread meanwhile routes the question and waits for the nodes
-    (SQLAlchemy's import and the engine are ~0.1 s of CPU, mostly hidden by that wait). Only a SQLite store
+    (importing SQLAlchemy and building the engine is CPU work that this wait mostly hides). Only a SQLite store
     is given (:func:`runtime` opens any other at once, so that a bad ``[state] url`` or password still stops
     the command before a node is asked). The schema is only read here, never changed: an older, newer or
     missing one is left to the store's first use, as when the store is opened at once.
@@ -89,8 +89,8 @@ def open_store_soon(config: BotConfig) -> Future[Store]:
     opened: Future[Store] = Future()
 
     def work() -> None:
-        # This thread holds the GIL for ~0.1 s; the event loop's thread, woken by the network, waits for it
-        # up to the switch interval (5 ms by default) each time: a shorter one while this runs.
+        # This thread holds the GIL through long imports; the event loop's thread, woken by the network, waits
+        # for it up to the switch interval (5 ms by default) each time: a shorter one while this runs.
         interval = sys.getswitchinterval()
         sys.setswitchinterval(OPENING_SWITCH_INTERVAL_S)
         # SQLAlchemy's modules live until the process ends: collections during their import free nothing,
@@ -116,9 +116,9 @@ def open_store_soon(config: BotConfig) -> Future[Store]:
     return opened
 
 
-# Young-generation collections every 10,000 new container objects instead of 700: an answer for 512 nodes
-# allocates millions of small objects that reference counting frees on its own, and at the default the
-# collector ran hundreds of times per question (a fifth of the bot's CPU per node).
+# Young-generation collections every 10,000 new container objects instead of 700: an answer about hundreds of
+# nodes allocates millions of small objects that reference counting frees on its own, and at the default the
+# collector runs hundreds of times per question, each time walking objects that are about to be freed anyway.
 GC_THRESHOLDS = (10_000, 10, 10)
 
 

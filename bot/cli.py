@@ -168,9 +168,9 @@ async def _run(args: argparse.Namespace, config: BotConfig | None) -> int:
 def _gc_paused() -> Iterator[None]:
     """No cyclic garbage collection inside: for the imports of a command, which only build what lives until
     the process ends (modules, classes, pydantic schemas), so every collection they trigger would walk a
-    growing heap and free nothing (~30 ms of CPU for ``ask``). What they built is frozen on the way out
-    (moved where collections never look): otherwise the first allocation after re-enabling the collector
-    walks all of it at once (~25 ms of CPU for ``ask``, before the nodes are even asked)."""
+    growing heap and free nothing. What they built is frozen on the way out (moved where collections never
+    look): otherwise the first allocation after re-enabling the collector walks all of it at once, before the
+    nodes are even asked."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -186,10 +186,11 @@ def _loader_cache_lookups() -> Iterator[None]:
     """``ctypes.util.find_library`` answered from the dynamic loader's cache only, inside.
 
     For the imports of a command: asyncssh looks for optional C libraries at import (liboqs, nettle), and on
-    Linux each name the loader's cache lacks falls through to compiling and linking an empty program (gcc,
-    collect2, ld: ~10 ms each; liboqs is looked for under two names). A name found that way is loaded by its
-    soname, which the loader resolves from the same cache and directories, so a library the cache lacks is
-    not loadable by name either; with ``LD_LIBRARY_PATH`` set the full lookup is kept (it searches there).
+    Linux each name the loader's cache lacks falls through to compiling and linking an empty program (three
+    processes, gcc, collect2 and ld, for each; liboqs is looked for under two names). A name found that way is
+    loaded by its soname, which the loader resolves from the same cache and directories, so a library the
+    cache lacks is not loadable by name either; with ``LD_LIBRARY_PATH`` set the full lookup is kept (it
+    searches there).
     """
     import ctypes.util
 
@@ -249,8 +250,8 @@ def _end_after_exit_handlers(status: list[int]) -> None:
     """The last exit handler: flush the standard streams and end the process, skipping the teardown.
 
     What remains of an interpreter's exit after its exit handlers is taking apart every module and object
-    one by one (~15 ms of CPU after a question), for a process whose connections, store and files were
-    closed by then. A failed flush, or no status (``main`` raised), leaves the exit to the interpreter.
+    one by one, work for nobody in a process whose connections, store and files were closed by then. A
+    failed flush, or no status (``main`` raised), leaves the exit to the interpreter.
     """
     if not status:
         return
@@ -266,7 +267,8 @@ def entry() -> None:
     """The ``inferbot`` console script: :func:`main`, then exit without walking the heap once more.
 
     Everything was closed by then (connections, the store, temporary files); freezing the objects
-    left spares the interpreter's last garbage collection (~80 ms of CPU after a question). Its normal
+    left spares the interpreter's last garbage collection, a walk of the whole heap that frees nothing a
+    process about to end still needs. Its normal
     shutdown (non-daemon threads joined, every exit handler run, the streams flushed) still runs, and
     then the process ends without taking the interpreter apart (:func:`_end_after_exit_handlers`).
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 
@@ -10,6 +11,9 @@ from handlers.context import Context, Request
 from handlers.reply import Reply, Section
 
 log = logging.getLogger("inferbot.dispatch")
+
+COLLECT_FROM_NODES = 64
+"""An answer about this many nodes or more is followed by one full collection of the garbage collector."""
 
 
 def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
@@ -101,4 +105,10 @@ async def answer(text: str, ctx: Context) -> Reply:
                "nodes": [n.name for n in intent.nodes], "ms": int((time.monotonic() - started) * 1000),
                "outcome": outcome},
     )
+    if len(intent.nodes) >= COLLECT_FROM_NODES:
+        # asyncssh leaves each finished command in reference cycles (its process, channel and streams) and the
+        # long-running bot's collector runs seldom (bot/app.py GC_THRESHOLDS). Collected here, once the handler
+        # has let go of its records, that memory is reused by the front end's rendering instead of adding to the
+        # peak; below this many nodes there is too little of it to pay for walking the heap.
+        gc.collect()
     return reply

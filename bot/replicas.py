@@ -39,7 +39,8 @@ async def open_leadership(rt: Runtime) -> Leadership | str:
     if store is None:
         return SoleLeader()
     try:
-        # A schema to create or upgrade is done by a helper process: Alembic never loads into the bot (~12 MB).
+        # A schema to create or upgrade is done by a helper process: Alembic and mako, which stay in a process
+        # once imported, never load into the long-lived bot.
         await upgrade_apart(store)
         version = await store.prepare()
     except (SchemaError, DBAPIError, OSError) as e:

@@ -41,8 +41,8 @@ DRAIN_S = 10.0
 between claiming a notice and recording it sent holds that notice back for ``CLAIM_STALE_S``."""
 VOLATILE = "volatile"
 """The job store (in memory) of the jobs every new leader adds again: the watchers and the reconcile job.
-In the database job store each of their runs cost a read and a rewrite of the job's row, and with a watcher
-per node polled every 15 s that was most of the scheduler's share of the bot's CPU."""
+In the database job store each of their runs costs a read and a rewrite of the job's row, work that grows with
+the fleet (a watcher per node, every interval) and buys nothing, since every leader adds these jobs again."""
 
 
 class BotScheduler:

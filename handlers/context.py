@@ -58,8 +58,8 @@ class StoreField:
     ``ctx.store.locks``, ``ctx.store.requests``…), never as the concrete ``Store``.
 
     A one-shot front end (``inferbot ask``) opens the store in a worker thread while the question is routed
-    and the nodes are asked: importing SQLAlchemy and opening the database cost ~0.1 s of CPU that the
-    network wait hides (docs/architecture.md, "Lazy imports"). A handler reads ``ctx.store`` as always; the
+    and the nodes are asked: importing SQLAlchemy and opening the database is CPU work that the network
+    wait hides (docs/architecture.md, "Lazy imports"). A handler reads ``ctx.store`` as always; the
     first read waits for the opening there (usually long finished: handlers use the store after asking the
     nodes) and raises what opening it raised. Waiting blocks the event loop, but never longer than opening
     the store before the question did, and every later read is a plain attribute read.
@@ -98,3 +98,6 @@ class Context:
     jobs: Jobs | None = None  # None outside ``serve``: nothing is scheduled
     groups: GroupLookup = field(default_factory=NoGroups)
     dashboards: Dashboards | None = None  # the open App Home tabs (Slack only)
+    # False: the front end shows the reply's sections and never its data (Slack), so an answer leaves out what
+    # only ``data`` would carry (each service's JSON object: as large again as the cards at fleet scale).
+    service_data: bool = True

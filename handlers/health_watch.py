@@ -35,8 +35,7 @@ from handlers.reply import Reply, Section, Status
 from handlers.silence import suppress
 from handlers.watcher import watch_node
 from services.models import ServiceState
-from services.node.probe import NodeRaw, ProbeOptions, UnitRaw
-from services.parse.metrics import MetricsParseError, parse_metrics
+from services.node.probe import ProbeOptions
 from services.store.ports import StateStore
 from services.store.records import HealthMemo
 
@@ -63,24 +62,22 @@ async def watch(ctx: Context, node_name: str, notifier: Notifier) -> list[str]:
     return await watch_node(ctx, node_name, notifier, after=check_states)
 
 
-async def check_states(ctx: Context, states: list[ServiceState], raw: NodeRaw | None, notifier: Notifier) -> None:
+async def check_states(ctx: Context, states: list[ServiceState], notifier: Notifier) -> None:
     """Judge every service the watcher's probe saw (one failing service never stops the others)."""
     store = ctx.store
     if store is None:
         return
-    by_unit = {u.unit: u for u in raw.units} if raw is not None else {}
     for st in states:
         service = ctx.config.service(st.service, st.node)
         if service is None or st.state == "unreachable":
             continue
         try:
-            await _check(ctx, store, service, st, by_unit.get(st.unit), notifier)
+            await _check(ctx, store, service, st, notifier)
         except Exception:  # the watcher must carry on; the next look tries again
             log.warning("health check of %s@%s failed", st.service, st.node, exc_info=True)
 
 
-async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceState, unit: UnitRaw | None,
-                 notifier: Notifier) -> None:
+async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceState, notifier: Notifier) -> None:
     now = ctx.now()
     memo = await store.health_memos.get(service.name, service.node) or HealthMemo()
     active = st.active.split(" ")[0] if st.active else ""
@@ -105,7 +102,7 @@ async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceS
         memo = HealthMemo(invocation=st.invocation_id, stop_checked=memo.stop_checked,
                           stop_error=memo.stop_error, stop_place=memo.stop_place)
     memo.main_pid, memo.active_state = st.main_pid, active
-    sample = _sample(unit) if st.state == "ready" else (None, 0, 0)
+    sample = _sample(st) if st.state == "ready" else (None, 0, 0)
     # A healthy look only moves counters: the lock is read (one database trip) only when this look could
     # post, record or silence something, which a restart by the bot must never cause.
     if not _may_judge(st, memo, active, sample) or not await ours():
@@ -264,16 +261,10 @@ def _hung_place(memo: HealthMemo) -> str:
     return f"hung:{memo.invocation}:{since}"
 
 
-def _sample(unit: UnitRaw | None) -> tuple[float | None, int, int]:
+def _sample(st: ServiceState) -> tuple[float | None, int, int]:
     """(generation tokens so far, running, waiting) from the watcher's /metrics scrape."""
-    if unit is None:
-        return None, 0, 0
-    scrapes = [m for m in unit.metrics if m.probe.status == 200]
-    if not scrapes:
-        return None, 0, 0
-    try:
-        s = parse_metrics(scrapes[-1].probe.body)
-    except MetricsParseError:
+    s = st.metrics
+    if s is None:
         return None, 0, 0
     return s.generation_tokens_total, int(s.running or 0), int(s.waiting or 0)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import Any
 from handlers.context import Context, Request
 from handlers.down_nodes import node_down_sections
 from handlers.reply import Reply, Section, Status
-from services.cluster import COLLECT_FROM_NODES, NodeReport, Snapshot
+from services.cluster import NodeReport, Snapshot
 from services.models import ServiceState, State
 from services.node.probe import ProbeOptions
 from services.parse.vllm_args import format_flag_value
@@ -85,17 +84,17 @@ class Cards:
     """The service cards of one answer, built one service at a time (:func:`service_cards`).
 
     Each ``ServiceState`` is dropped as soon as its card and its ``data`` object exist, so an answer about
-    hundreds of services never holds every record, every card and every data object at once (at 512 nodes
-    the records alone are ~9 MB). ``services`` keeps what handlers still read (titles, counts); a card
-    function reads anything else it needs while it has the record.
+    hundreds of services never holds every record, every card and every data object at once: its peak
+    memory grows with one batch of records, not with the fleet. ``services`` keeps what handlers still read
+    (titles, counts); a card function reads anything else it needs while it has the record.
     """
 
     nodes: list[NodeReport]
     services: list[ServiceBrief]
     sections: list[Section]
     statuses: list[Status]
-    # Each service's ``model_dump(mode="json")``: the reply's data. None for Slack, which shows the cards and
-    # never the data: at 512 services the dumps were ~4 MB of the answer's peak.
+    # Each service's ``model_dump(mode="json")``: the reply's data. None when the front end shows the cards and
+    # never the data (``Context.service_data``, Slack): nobody would read them, and they grow with the fleet.
     services_data: list[dict[str, object]] | None
 
 
@@ -149,8 +148,7 @@ async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: C
     per_node: list[list[tuple[list[Section], dict[str, object] | None, Status, ServiceBrief]]] = [
         [] for _ in req.nodes]
     reports: list[NodeReport | None] = [None] * len(req.nodes)
-    dump = ctx.asker.surface != "slack"
-    store_failed = False
+    dump, store_failed = ctx.service_data, False
     # Cards show services: the nodes' own GPU lists are left out.
     async for batch in ctx.cluster.answers(req.services, req.nodes, probe, node_gpus=False):
         states = [st for _, _, sts in batch for st in sts]
@@ -183,12 +181,6 @@ async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: C
                               ServiceBrief(service=st.service, node=st.node, state=st.state)))
                 del st
         del batch
-    if len(req.nodes) >= COLLECT_FROM_NODES:
-        # What asyncssh's finished commands left in reference cycles and the batches' collections (Cluster.answers)
-        # found still in use has reached the old generation by now: one full collection (the frozen start-up heap
-        # excluded; ~40 ms at 512 nodes, 0.08 ms a node) frees it before the answer is rendered on top: the
-        # bot's peak RSS at 512 nodes 120.4 -> 118.9 MB.
-        gc.collect()
     nodes = [r for r in reports if r is not None]
     cards = Cards(nodes=nodes, services=[], sections=[], statuses=[], services_data=[] if dump else None)
     for built in per_node:

@@ -20,7 +20,7 @@ from handlers.notify import Notifier, dashboards_changed
 from handlers.samples import record_samples
 from handlers.silence import silence_of, silence_words
 from services.models import ServiceState
-from services.node.probe import NodeRaw, ProbeOptions
+from services.node.probe import ProbeOptions
 from services.store.records import Follow
 
 log = logging.getLogger("inferbot.watch")
@@ -34,27 +34,27 @@ WATCH_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=1, metri
                            http_timeout_s=2.0, settings=False, api_info=False, persistent=True)
 
 
-WatchHook = Callable[[Context, list[ServiceState], NodeRaw | None, Notifier], Awaitable[None]]
+WatchHook = Callable[[Context, list[ServiceState], Notifier], Awaitable[None]]
 
 
 async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: WatchHook | None = None) -> list[str]:
     """One cheap probe of every service on ``node_name``; start a follow for each unplanned restart.
 
-    Returns the follow keys it started. The first observation of a unit only records a baseline.
-    ``after`` sees the same probe's states (the health watcher: ``handlers/health_watch.py``).
+    Returns the follow keys it started. The first observation of a unit only records a baseline. ``after`` (the
+    health watcher) sees the same probe's states, each with its ``/metrics`` parsed (``ServiceState.metrics``).
     """
     store = require_store(ctx)
     node = ctx.config.node(node_name)
     services = ctx.config.services_on(node_name)
     if not services:
         return []
-    report, states, raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE)
+    report, states, _raw = await ctx.cluster.probe_node(node, services, WATCH_PROBE, keep_raw=False)
     if not report.ok:
         return []
     started: list[str] = []
     now = ctx.now()
     try:
-        await record_samples(store.samples, states, raw, now)
+        await record_samples(store.samples, states, now)
     except Exception:  # charts lose a sample; the watcher must carry on
         log.warning("storing metric samples of %s failed", node_name, exc_info=True)
     by_name = {s.name: s for s in services}
@@ -95,7 +95,7 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
         await start_follow(ctx, service, "unplanned", at, invocation_id=st.invocation_id or None)
         started.append(key)
     if after is not None:
-        await after(ctx, states, raw, notifier)
+        await after(ctx, states, notifier)
     return started
 
 

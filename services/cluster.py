@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import time
@@ -28,8 +27,6 @@ from services.node.probe import (
 from services.node.ssh import NodePool, NodeUnreachable
 
 log = logging.getLogger("inferbot.cluster")
-# A snapshot of at least this many nodes collects the young generations once every node has answered.
-COLLECT_FROM_NODES = 64
 
 
 class NodeReport(Model):
@@ -230,13 +227,6 @@ class Cluster:
                 while len(got) < batch and not done.empty():
                     got.append(done.get_nowait())
                 left -= len(got)
-                if len(nodes) >= COLLECT_FROM_NODES:
-                    # asyncssh leaves every finished command in reference cycles (its process, channel and
-                    # streams, ~4 KB a node) and the bot's collector runs seldom (bot/app.py GC_THRESHOLDS): at
-                    # 512 nodes ~2 MB of them were still there while the answer was built on top. Collected here
-                    # (~0.04 ms a node), their memory is reused by the answer; below this many nodes the
-                    # collection's own cost (~1 ms) is not worth it.
-                    gc.collect(1)
                 yield got
                 del got
         finally:

@@ -5,6 +5,8 @@ Every parser returns one of these; handlers only ever see these, never strings f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -229,17 +231,37 @@ ReasonKind = Literal["unit-not-found", "busy"]
 """Codes of a record's reason: "busy" when the bot had too many questions waiting to ask the node (NodeError)."""
 
 
-class WarningLines(list[str]):
-    """One answer's warnings as text; ``add`` also records a warning's kind, so nobody matches its words."""
+@dataclass(frozen=True, slots=True)
+class ServiceWarning:
+    """One warning about a service: its words, and its kind when a tool acts on it (``None``: words only)."""
+
+    text: str
+    kind: WarningKind | None = None
+
+
+class Warnings:
+    """One answer's warnings in the order they were found, each a :class:`ServiceWarning`."""
+
+    __slots__ = ("items",)
 
     def __init__(self) -> None:
-        super().__init__()
-        self.kinds: dict[str, WarningKind] = {}
+        self.items: list[ServiceWarning] = []
 
-    def add(self, kind: WarningKind, text: str) -> None:
-        """Append ``text`` as a warning of ``kind``."""
-        self.append(text)
-        self.kinds[text] = kind
+    def add(self, text: str, kind: WarningKind | None = None) -> None:
+        """Append a warning (of ``kind``, when a tool acts on it)."""
+        self.items.append(ServiceWarning(text, kind))
+
+    def extend(self, texts: Iterable[str]) -> None:
+        """Append warnings that only have words."""
+        self.items += [ServiceWarning(t) for t in texts]
+
+    def take(self, other: Warnings) -> None:
+        """Append every warning of ``other``, kinds kept."""
+        self.items += other.items
+
+    def texts(self) -> list[str]:
+        """The words of each warning, once each, in order."""
+        return list(dict.fromkeys(w.text for w in self.items))
 
 
 class ServiceState(Model):
@@ -280,6 +302,9 @@ class ServiceState(Model):
     eta_seconds: float | None = None
     eta_basis: Literal["shard_rate", "history"] | None = None
     throughput: Throughput | None = None
+    # The newest /metrics scrape of this probe, parsed once here for every reader (the watcher's chart samples
+    # and hang check); not in the JSON answer, whose ``throughput`` says what it means.
+    metrics: MetricsSample | None = Field(default=None, exclude=True)
     bench: BenchSummary | None = None
     leftovers: list[GpuProcess] = Field(default_factory=list)
     need_daemon_reload: bool = False  # the unit changed on disk and systemd was not reloaded

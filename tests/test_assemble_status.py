@@ -117,7 +117,7 @@ def test_an_answer_with_settings_is_read_whole_whatever_was_asked() -> None:
 
 
 def test_secrets_are_worked_out_once_per_unit_text() -> None:
-    from services.node.assemble import _status_inputs
+    from services.node.state_only import status_inputs as _status_inputs
 
     node = parse_output((SAMPLES / "watch-ready.out").read_text())
     facts = NodeFacts(node)

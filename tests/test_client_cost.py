@@ -218,12 +218,14 @@ def test_sections_are_slim_and_still_validated() -> None:
     assert reply.sections[0] is s and reply.model_copy(update={"sections": []}).sections == []
 
 
-async def test_a_snapshot_of_many_nodes_collects_the_cycles_its_commands_left() -> None:
-    """asyncssh leaves each finished command in reference cycles; a snapshot of COLLECT_FROM_NODES nodes or
-    more collects them before the answer is built on top (a smaller one leaves that to the collector)."""
+async def test_an_answer_about_many_nodes_collects_the_cycles_its_commands_left() -> None:
+    """asyncssh leaves each finished command in reference cycles; an answer about COLLECT_FROM_NODES nodes or
+    more collects them before the front end renders it on top (a smaller one leaves that to the collector).
+    The collection is the entry point's (bot/dispatch.py), not the cluster's or a handler's."""
     import weakref
 
-    from services.cluster import COLLECT_FROM_NODES
+    from bot.dispatch import COLLECT_FROM_NODES, answer
+    from handlers.context import Context
 
     class Cycle:
         def __init__(self) -> None:
@@ -240,12 +242,13 @@ async def test_a_snapshot_of_many_nodes_collects_the_cycles_its_commands_left() 
             return await super().run(node, command, limit_s, stdin, wait_s, read_only)
 
     out = (SAMPLES / "settings-ready.out").read_text()
-    gc.disable()  # only the snapshot's own collection may run
+    gc.disable()  # only the answer's own collection may run
     try:
         for n, freed in ((3, False), (COLLECT_FROM_NODES, True)):
             config = fleet(n)
             pool = CyclePool(out)
-            await Cluster(config, pool).snapshot(config.services, config.nodes, SETTINGS_PROBE)
+            reply = await answer("what are current settings?", Context(config=config, cluster=Cluster(config, pool)))
+            assert reply.ok and len(pool.left) == n
             assert all((r() is None) == freed for r in pool.left), n
     finally:
         gc.enable()

@@ -228,7 +228,8 @@ class SlackBot:
     ) -> None:
         started = time.monotonic()
         asker = Asker(surface="slack", user_id=user, channel_id=channel, thread_ts=thread_ts)
-        reply = await answer(text, self.runtime.context(asker))
+        # Slack shows the cards, never the reply's data: the handlers leave the per-service JSON out.
+        reply = await answer(text, self.runtime.context(asker, service_data=False))
         if restart_actions.is_confirmation(reply) and await restart_actions.post_confirmation(
                 self.runtime, client, channel, thread_ts, reply):
             # A restart confirmation: posted visibly by the restart wiring, which remembers its ts.
@@ -237,7 +238,7 @@ class SlackBot:
                                             "outcome": "posted"})
             return
         try:
-            messages = render_messages(reply, attachments=False, consume=True)  # posted, then dropped
+            messages = render_messages(reply, attachments=False)
         except Exception as e:
             log.exception("rendering the answer for Slack failed",
                           extra={"event": "slack-render", "intent": reply.intent, "kind": kind})

@@ -1,8 +1,8 @@
 """Render a ``Reply`` as Slack Block Kit messages, within Slack's limits and without dropping anything.
 
 Blocks are built with ``slack_sdk.models.blocks`` and validated with ``to_dict()``, once: a message keeps
-its blocks as the JSON text Slack receives, not as block objects or dicts, which at fleet scale (an answer
-about 512 services is ~150 messages) were most of the rendering's memory, and slack_sdk converted the
+its blocks as the JSON text Slack receives, not as block objects or dicts, which hold the same content
+several times over (an answer about a fleet runs to many messages), and slack_sdk converted the
 objects again on every post. The limits slack_sdk does not check (blocks per message, characters per field,
 total size of a message) are enforced here.
 Anything too big for one block is split at line boundaries into several blocks, and blocks that do not fit
@@ -74,8 +74,8 @@ BlockDict = dict[str, Any]
 class SlackMessage:
     """One message to post: validated blocks and the plain-text fallback for notifications/screen readers.
 
-    Both are kept as UTF-8 (~11 KB of blocks a message at most): a ``str`` with one "—" or emoji in it takes
-    two or four bytes a character, and an answer about 512 services is ~150 messages.
+    Both are kept as UTF-8 (Slack's limits bound a message's blocks): a ``str`` with one "—" or emoji in it
+    takes two or four bytes a character, and an answer about a fleet is many messages.
     """
 
     blocks_json: bytes  # the blocks as one JSON array
@@ -355,7 +355,7 @@ def _context(s: Section) -> list[_Piece]:
 
 
 def _section(s: Section) -> list[_Piece]:
-    # A table is drawn by tabulate once, for its blocks and its fallback alike (twice was a third of the CPU).
+    # A table is drawn by tabulate once, for its blocks and its fallback alike: drawing is a table's costly part.
     drawn = _tabulate(s) if s.kind == "table" else None
     pieces = _table(s, drawn) if drawn is not None else _section_pieces(s)
     if len(pieces) == 1:
@@ -468,7 +468,8 @@ def render_messages(reply: Reply, attachments: bool = True, consume: bool = Fals
 
     ``attachments=False`` leaves the reply's attachments out (the caller uploads them as files).
     ``consume=True`` empties ``reply.sections`` as they are drawn, for a caller that posts the answer and
-    drops it (the Slack front end): an answer about 512 services held ~5 MB of sections besides its blocks.
+    drops it. The Slack front end no longer asks for it: it did not lower the serving bot's peak memory
+    (``python -m bench.warm_client``; the README's "Benchmark").
     """
     # Each message's blocks (comma-joined JSON) and fallback text, made as soon as its blocks are known so
     # that no piece outlives its message; the "continued" marker is put in front once the count is known.

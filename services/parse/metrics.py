@@ -7,7 +7,6 @@ are read and folded into one :class:`MetricsSample`. Pure functions, no I/O, no 
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections import defaultdict
@@ -47,9 +46,6 @@ def _counter_base(name: str) -> str:
     return name[: -len("_total")] if name.endswith("_total") else name
 
 
-_SMALL = 8192  # the watcher's filtered scrapes are a few hundred bytes; whole bodies are not kept
-
-
 def parse_metrics(text: str) -> MetricsSample:
     """Fold one ``/metrics`` scrape into a :class:`MetricsSample`, summing across engines and models.
 
@@ -57,23 +53,15 @@ def parse_metrics(text: str) -> MetricsSample:
     averaged, since a sum of fractions is meaningless. Histogram buckets are summed per ``le``.
     Raises :class:`MetricsParseError` when the text is not Prometheus exposition.
     """
-    if len(text) <= _SMALL:
-        # One watcher look reads its scrape three times (throughput, the charts' sample, the hung check).
-        return _parse_small(text).model_copy()
-    return _parse(text)
-
-
-@functools.lru_cache(maxsize=64)
-def _parse_small(text: str) -> MetricsSample:
     return _parse(text)
 
 
 # The plainest exposition lines, ``name{label="value",…} number`` (what the watcher's filtered scrape is made
-# of): read by one regular expression instead of prometheus_client's parser, which was most of the client's
-# work per watcher poll. Only a text whose every line has this shape (no comments, no escapes, no quotes or
-# braces inside values, no reserved or repeated label names, no timestamps, decimal numbers) takes this
-# path, and it yields exactly the samples prometheus_client yields for it (tests/test_parse_metrics.py
-# compares them); anything else goes to prometheus_client.
+# of): read by one regular expression instead of prometheus_client's parser, whose general grammar is far more
+# work than these lines need, on every node every watcher interval. Only a text whose every line has this
+# shape (no comments, no escapes, no quotes or braces inside values, no reserved or repeated label names, no
+# timestamps, decimal numbers) takes this path, and it yields exactly the samples prometheus_client yields for
+# it (tests/test_parse_metrics.py compares them); anything else goes to prometheus_client.
 _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="[^{}"\\\n]*"'
 _PLAIN_LINE = re.compile(rf"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{{((?:{_LABEL}(?:,{_LABEL})*,?)?)\}})?"
                          r" (-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)")

@@ -2,8 +2,8 @@
 
 The rules are gitleaks' own ``config/gitleaks.toml`` (MIT), vendored unchanged as ``gitleaks.toml`` beside this
 module, so the list of provider shapes is kept by the people whose job it is and updated by replacing that file.
-Reading TOML costs a cold start ~20 ms (``tomllib``), so the process reads ``gitleaks_rules.json``, a digest of
-it written by ``python -m services.redaction.gitleaks`` (the rules that apply to text, regexes already in
+Parsing the TOML (``tomllib``) would be paid by every cold start, so the process reads ``gitleaks_rules.json``,
+a digest of it written by ``python -m services.redaction.gitleaks`` (the rules that apply to text, regexes already in
 Python's spelling); ``tests/test_redact_rules.py`` fails when the digest is not the TOML's.
 
 The rules are matched the way gitleaks matches them (``detect/detect.go``): a rule runs only on text that holds

@@ -12,8 +12,9 @@ import re
 from services.redaction.names import QREDACTED, REDACTED, is_secret_name, lazy_re, normalise_name
 
 # Cheap pre-checks: text with none of these fragments (lower-cased) and none of the token prefixes cannot contain
-# anything we redact. Written as tries, without IGNORECASE: ``re`` scans these about twice as fast as a flat
-# alternation and several times faster than a case-insensitive one (python -m bench.redaction).
+# anything we redact. Written as tries, without IGNORECASE: a trie shares its prefixes, so ``re`` tries fewer
+# branches at each position than in a flat alternation, and far fewer than in a case-insensitive one
+# (python -m bench.redaction compares them).
 _FRAGS = (r"a(?:uth)|c(?:red|ookie)|dsn|key|p(?:ass|w|riv)|s(?:ecret|ig(?:n(?:ing|ature)|(?![a-z])))|token(?!iz)"
           r"|webhook")
 HINT_LOW = re.compile(_FRAGS + r"|b(?:earer|asic)|://")

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from sqlalchemy.engine import URL
 
-if TYPE_CHECKING:  # psycopg only where PostgreSQL is used: a SQLite bot never loads it (~9 MB resident)
+if TYPE_CHECKING:  # psycopg only where PostgreSQL is used: a SQLite bot never loads it (it would stay resident)
     import psycopg
 
 __all__ = [

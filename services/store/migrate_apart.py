@@ -1,7 +1,7 @@
 """Upgrade the state schema in a helper process, so that the serving bot never imports Alembic.
 
-Alembic (with mako) adds ~12 MB to a process for good, and the bot needs it only on the first start on a
-new database or after an upgrade that brings a migration: ``inferbot serve`` hands that job to
+Alembic (with mako) stays in a process's memory for good once imported, and the bot needs it only on the first
+start on a new database or after an upgrade that brings a migration: ``inferbot serve`` hands that job to
 ``python -m services.store.migrate_apart`` and then finds the schema at its version, as a restarted bot does.
 The helper opens the database exactly as the bot would (``Store``: the same URL, the same migration lock on
 PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), so replicas starting together still migrate one after the other.

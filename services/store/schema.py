@@ -28,8 +28,9 @@ from sqlalchemy.types import TypeDecorator
 
 SCHEMA_HEAD = "0004"
 """The newest migration's revision (``migrations/versions``). The store compares the database's version
-with it in one plain query and imports Alembic only when they differ (an upgrade, or a refusal): Alembic
-costs every ``inferbot`` process ~70 ms of CPU to import. A test holds it equal to Alembic's head."""
+with it in one plain query and imports Alembic only when they differ (an upgrade, or a refusal): importing
+Alembic would otherwise be a large share of every ``inferbot`` process's start-up. A test holds it equal to
+Alembic's head."""
 VERSION_TABLE = "alembic_version"
 """Where Alembic keeps the database's schema version (its default)."""
 
