@@ -197,6 +197,17 @@ def _notices(ctx: Context, service: Service, place: str, reply: Reply, closes_he
                    closes_held=closes_held, details=details) for where in to_notify(ctx, place)]
 
 
+async def _opened(ctx: Context, notifier: Notifier, service: Service, place: str, reply: Reply, held: bool,
+                  event: str | None, now: datetime, details: Callable[[], Awaitable[Reply]] | None = None) -> bool:
+    """The ⚠️ of an open episode, once (``event``: it opened on this look, audit it); True while a silence holds it."""
+    if not held:
+        held = any_held(await deliver_all(ctx, notifier, _notices(ctx, service, place, reply, details=details), now))
+    if event is not None:
+        await record(ctx, event, service.name, service.node, notice_text(reply), who="inferbot",
+                     where=ctx.config.notify.channel or "inferbot")
+    return held
+
+
 async def _closed(ctx: Context, notifier: Notifier, service: Service, place: str, reply: Reply, held: bool,
                   event: str, now: datetime) -> bool:
     """The ✅ that ends an episode (held back when its ⚠️ was), then its audit line; True when it is done."""
@@ -248,12 +259,9 @@ async def _health(ctx: Context, store: StateStore, service: Service, st: Service
     async def with_logs() -> Reply:
         return unhealthy_notice(service, reason, pid, await _logs(ctx, service, LOGS_PROBE))
 
-    if not memo.unhealthy_silenced:
-        memo.unhealthy_silenced = any_held(await deliver_all(
-            ctx, notifier, _notices(ctx, service, _unhealthy_place(memo), reply, details=with_logs), now))
-    if opened:
-        await record(ctx, "health.unhealthy", service.name, service.node, notice_text(reply), who="inferbot",
-                     where=ctx.config.notify.channel or "inferbot")
+    memo.unhealthy_silenced = await _opened(ctx, notifier, service, _unhealthy_place(memo), reply,
+                                            memo.unhealthy_silenced, "health.unhealthy" if opened else None, now,
+                                            details=with_logs)
 
 
 def _unhealthy_place(memo: HealthMemo) -> str:
@@ -310,13 +318,9 @@ async def _hung(ctx: Context, store: StateStore, service: Service, st: ServiceSt
         if quiet < ctx.config.watch.hung_after:
             return
         memo.hung_since = now
-    reply = hung_notice(service, running, waiting, quiet)
-    if not memo.hung_silenced:
-        memo.hung_silenced = any_held(await deliver_all(ctx, notifier,
-                                                        _notices(ctx, service, _hung_place(memo), reply), now))
-    if opened:
-        await record(ctx, "health.hung", service.name, service.node, notice_text(reply), who="inferbot",
-                     where=ctx.config.notify.channel or "inferbot")
+    memo.hung_silenced = await _opened(ctx, notifier, service, _hung_place(memo),
+                                       hung_notice(service, running, waiting, quiet), memo.hung_silenced,
+                                       "health.hung" if opened else None, now)
 
 
 async def _stopped(ctx: Context, service: Service, memo: HealthMemo) -> None:
