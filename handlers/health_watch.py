@@ -99,7 +99,7 @@ async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceS
         if not await ours():
             await _stopped(ctx, service, memo)
     if memo.stop_error:
-        await _post_stopped(ctx, store, service, memo, notifier, now)
+        await _post_stopped(ctx, service, memo, notifier, now)
     if st.invocation_id and st.invocation_id != memo.invocation:
         # A new start: what was open belonged to the old one (its load notices say the rest).
         memo = HealthMemo(invocation=st.invocation_id, stop_checked=memo.stop_checked,
@@ -340,8 +340,7 @@ async def _stopped(ctx: Context, service: Service, memo: HealthMemo) -> None:
                  where=ctx.config.notify.channel or "inferbot")
 
 
-async def _post_stopped(ctx: Context, store: StateStore, service: Service, memo: HealthMemo, notifier: Notifier,
-                        now: datetime) -> None:
+async def _post_stopped(ctx: Context, service: Service, memo: HealthMemo, notifier: Notifier, now: datetime) -> None:
     """Post the due ❌ (once; retried on the next look when Slack did not take it)."""
     error = memo.stop_error
 

@@ -26,6 +26,7 @@ from handlers.ports import Notifier
 from handlers.reply import Reply
 from handlers.silence import silence_words
 from services.store.ports import Notices, StateStore
+from services.store.records import Notice as ClaimRow
 
 log = logging.getLogger("inferbot.notices")
 
@@ -118,12 +119,15 @@ Stage = Callable[[Delivery], Awaitable[Delivered | None]]
 """Ends the delivery with an outcome, or hands it on (None)."""
 
 
+def _earlier(row: ClaimRow) -> Delivered:
+    """A notice an earlier delivery finished: posted (with its ts), or held back by a silence."""
+    return Delivered(Outcome.HELD) if row.ts == HELD_TS else Delivered(Outcome.ALREADY_SENT, row.ts)
+
+
 async def already_done(d: Delivery) -> Delivered | None:
     """Posted before, or held back before: said once, never again."""
     row = await d.store.notices.get(d.notice.key, d.notice.where.place)
-    if row is None or row.sent_at is None:
-        return None
-    return Delivered(Outcome.HELD) if row.ts == HELD_TS else Delivered(Outcome.ALREADY_SENT, row.ts)
+    return None if row is None or row.sent_at is None else _earlier(row)
 
 
 async def silence(d: Delivery) -> Delivered | None:
@@ -156,7 +160,7 @@ async def claim(d: Delivery) -> Delivered | None:
     if row is None:
         return Delivered(Outcome.BUSY)  # released between the two reads: the next delivery claims it
     if row.sent_at is not None:
-        return Delivered(Outcome.HELD) if row.ts == HELD_TS else Delivered(Outcome.ALREADY_SENT, row.ts)
+        return _earlier(row)
     if (d.now - row.claimed_at).total_seconds() < CLAIM_STALE_S:
         return Delivered(Outcome.BUSY)
     await notices.release(key, place)
