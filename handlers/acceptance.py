@@ -8,12 +8,13 @@ is older than the benchmark could take.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from datetime import UTC
+from datetime import UTC, datetime
 
 from config.models import Service
 from handlers.audit import record
 from handlers.context import Context
+from handlers.notice_pipeline import Notice, Where, all_done, deliver_all
+from handlers.ports import Notifier
 from handlers.reply import Reply, Section, Status
 from services.cluster import held_api_key
 from services.node.assemble import expected_model
@@ -25,8 +26,6 @@ from services.store.records import BenchRun, Follow
 PLAN_PROBE = ProbeOptions(gpus=False, journal_lines=0, http_timeout_s=3.0)
 STALE_MARGIN_S = 120.0
 
-Post = Callable[[str, str, str | None, Reply], Awaitable[str | None]]
-"""Post a reply once in (place, channel, thread); "sent" or None to retry (``handlers.notices.post_once``)."""
 
 
 def _store(ctx: Context) -> StateStore:
@@ -125,8 +124,8 @@ def ready_run_id(f: Follow) -> str:
     return f"ready:{f.key}:{load}"
 
 
-async def after_ready(ctx: Context, service: Service, f: Follow, places: list[tuple[str, str, str | None]],
-                      post: Post) -> bool:
+async def after_ready(ctx: Context, service: Service, f: Follow, places: list[Where], notifier: Notifier,
+                      now: datetime) -> bool:
     """After the ✅ of ``f``'s load: run the acceptance benchmark (once) and post it in ``places``.
 
     True when there is nothing (more) to do; False to be called again (it runs elsewhere, or a post failed).
@@ -134,13 +133,11 @@ async def after_ready(ctx: Context, service: Service, f: Follow, places: list[tu
     if not service.acceptance.bench or not service.bench_dir:
         return True
     store = _store(ctx)
-    if places and all([await store.notices.sent(f.key, f"bench:{place}") for place, _c, _t in places]):
+    if places and all([await store.notices.sent(f.key, f"bench:{where.place}") for where in places]):
         return True
     reply = await run_bench(ctx, service, ready_run_id(f))
     if reply is None:
         return False
-    done = True
-    for place, channel, thread in places:
-        if await post(f"bench:{place}", channel, thread, reply) is None:
-            done = False
-    return done
+    return all_done(await deliver_all(ctx, notifier, [
+        Notice(f.key, Where(f"bench:{where.place}", where.channel, where.thread_ts), reply, service.name, service.node)
+        for where in places], now))

@@ -22,8 +22,8 @@ from handlers.audit import record
 from handlers.common import node_not_reached
 from handlers.context import Context, Request
 from handlers.follow import lock_name
+from handlers.notice_pipeline import Notice, Where, deliver_all, to_notify
 from handlers.notice_words import hhmm
-from handlers.notices import post_once
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart import CANCEL, CONFIRM, ActionOutcome
@@ -248,15 +248,12 @@ async def _post(ctx: Context, req: RestartRequest, reply: Reply, notifier: Notif
     """The result in the request's thread and the notify channel, once each."""
     if notifier is None:
         return
-    store = _store(ctx)
-    key = f"bench:{req.id}"
-    places: list[tuple[str, str, str | None]] = []
+    places: list[Where] = []
     if req.channel:
-        places.append(("thread", req.channel, req.thread_ts or req.message_ts))
-    if ctx.config.notify.channel:
-        places.append(("notify", ctx.config.notify.channel, None))
-    for place, channel, thread in places:
-        await post_once(store.notices, key, place, notifier, channel, thread, reply, ctx.now())
+        places.append(Where("thread", req.channel, req.thread_ts or req.message_ts))
+    places += to_notify(ctx, "notify")
+    await deliver_all(ctx, notifier, [Notice(f"bench:{req.id}", where, reply, req.service, req.node)
+                                      for where in places])
 
 
 async def _expire(ctx: Context, req: RestartRequest, now: datetime) -> bool:

@@ -2,14 +2,14 @@
 
 Business rules only (no Slack, no scheduler): a job calls :func:`poll_follow` every ``[watch] poll``
 (``handlers/watcher.py`` starts follows for restarts nobody asked inferbot for; the notices' words are in
-``handlers/notice_words.py``, their exactly-once delivery in ``handlers/notices.py``). Everything a
-follow must remember lives in the store, so a bot that is killed mid-load and started again carries on
-where it was, and every final notice is posted exactly once per place.
+``handlers/notice_words.py``; each goes out through ``handlers/notice_pipeline.py``, and the progress
+message is ``handlers/progress.py``). Everything a follow must remember lives in the store, so a bot that
+is killed mid-load and started again carries on where it was, and every final notice is posted exactly
+once per place.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -19,11 +19,11 @@ from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration
 from handlers.context import Context
 from handlers.live import apply_history
-from handlers.notice_words import failed_notice, progress_reply, progress_text, ready_notice, unplanned_notice
-from handlers.notices import places, post_once
-from handlers.notify import Notifier, dashboards_changed, jobs_of
+from handlers.notice_pipeline import Notice, Where, all_done, deliver, deliver_all, was_held
+from handlers.notice_words import failed_notice, progress_text, ready_notice, unplanned_notice
+from handlers.notify import Notifier, dashboards_changed, jobs_of, notice_text
+from handlers.progress import end_progress, show_progress
 from handlers.reply import Reply
-from handlers.silence import suppress, was_suppressed
 from handlers.smoke import smoke_failure, smoke_gate, with_smoke
 from services.models import ServiceState
 from services.node.assemble import expected_model
@@ -31,15 +31,10 @@ from services.node.probe import ProbeOptions
 from services.store.ports import Follows, Loads, StateStore
 from services.store.records import AWAITING_START, Follow, FollowReason, LoadOutcome, LoadRecord
 
-log = logging.getLogger("inferbot.follow")
-
 # models: once /health answers, the model must also be listed by /v1/models (when the bot holds the key).
 FOLLOW_PROBE = ProbeOptions(gpus=False, metrics_samples=0, http_timeout_s=3.0, models=True)
 # GPUs: an out-of-memory failure names the leftover vLLM processes that held them (issue 14).
 FAIL_PROBE = ProbeOptions(gpus=True, log_lines=20, http_timeout_s=3.0)
-PROGRESS_MIN_INTERVAL_S = 15.0
-"""The progress message is edited at most this often (or when the phase changes): Slack's
-``chat.update`` is a tier-3 method (~50/min per workspace) and people don't need more."""
 BEFORE = AWAITING_START
 """A follow recorded just before the restart command carries ``before:<the old invocation id>`` until a
 poll sees a different start: until then the old run must not be taken for the new one."""
@@ -166,48 +161,27 @@ async def _decided(loads: Loads, f: Follow) -> LoadRecord | None:
     return None
 
 
-async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> Follow:
-    """Create or (paced) edit the one progress message in the thread."""
-    channel = f.thread_channel
-    if not channel:
-        return f
-    store = require_store(ctx)
-    text = progress_text(f, st, now)
-    reply = progress_reply(f, text)
-    if f.progress_message_ts is None:
-        sent = await post_once(store.notices, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
-        notice = await store.notices.get(f.key, "progress") if sent else None
-        if notice is not None and notice.ts:
-            await store.follows.set_message(f.key, notice.ts)
-            f = f.model_copy(update={"progress_message_ts": notice.ts})
-            await store.shared.claim_progress_edit(f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now)  # just posted
-        return f
-    # Pacing is a claim in the store: a new leader (or two pollers) never edits more often than this.
-    if not await store.shared.claim_progress_edit(f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now):
-        return f
-    try:
-        await notifier.update(channel, f.progress_message_ts, reply)
-    except Exception:
-        log.warning("updating the progress message of %s failed", f.key, exc_info=True)
-        await store.shared.release_progress_edit(f.key)
-    return f
-
-
 async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: datetime) -> Follow:
     """The ⚠️ notice of an unplanned restart (once), whose thread then carries the progress message."""
     channel = ctx.config.notify.channel
     if f.reason != "unplanned" or not channel or f.thread_ts:
         return f
-    store = require_store(ctx)
-    text = str(unplanned_notice(f).data["notice"])
-    if await was_suppressed(store.notices, f.key, "unplanned") or \
-            await suppress(ctx, store, f.key, "unplanned", f.service, f.node, text, now):
-        return f  # silenced: audited instead; its load's ✅ is held back too (a ❌ is not)
-    sent = await post_once(store.notices, f.key, "unplanned", notifier, channel, None, unplanned_notice(f), now)
-    notice = await store.notices.get(f.key, "unplanned") if sent else None
-    if notice is not None and notice.ts:
-        f = await _update_follow(store.follows, f, thread_channel=channel, thread_ts=notice.ts)
+    # A silence holds it back (audited instead); its load's ✅ is held back too (a ❌ is not).
+    out = await deliver(ctx, notifier, Notice(f.key, Where("unplanned", channel), unplanned_notice(f), f.service,
+                                              f.node), now)
+    if out.done and out.ts:
+        f = await _update_follow(require_store(ctx).follows, f, thread_channel=channel, thread_ts=out.ts)
     return f
+
+
+def places(ctx: Context, f: Follow) -> list[Where]:
+    """Where the final notice goes: the thread the restart was asked in, and the notify channel."""
+    out: list[Where] = []
+    if f.reason == "restart" and f.thread_channel:
+        out.append(Where("thread", f.thread_channel, f.thread_ts))
+    if ctx.config.notify.channel:
+        out.append(Where("notify", ctx.config.notify.channel))
+    return out
 
 
 def _stop(ctx: Context, key: str) -> None:
@@ -233,86 +207,98 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         await store.follows.finish(key, "gone")
         _stop(ctx, key)
         return FollowStatus(key, True, outcome="gone", line=f"{key} is no longer in the config")
-    node = ctx.config.node(f.node)
     now = ctx.now()
     if notifier is not None:
         f = await _post_unplanned(ctx, f, notifier, now)
-
     decided = await _decided(store.loads, f)
-    st: ServiceState | None = None
-    reason = ""
-    if decided is None:
-        snap = await ctx.cluster.snapshot([service], [node], FOLLOW_PROBE)
-        st = snap.services[0]
-        await apply_history(ctx, [st])
-        waiting_for_start = False
-        if f.invocation_id and f.invocation_id.startswith(BEFORE):
-            old = f.invocation_id.removeprefix(BEFORE)
-            waiting_for_start = st.state == "unreachable" or not st.invocation_id or st.invocation_id == old
-        if not waiting_for_start and st.state != "unreachable" and st.invocation_id \
-                and st.invocation_id != f.invocation_id:
-            # Unknown until now, or the unit started again (crash loop, restart by hand): this is the load.
-            f = await _update_follow(store.follows, f, invocation_id=st.invocation_id)
-        if waiting_for_start:
-            found = _not_started(f, now)
-        else:
-            found = _outcome(st, f, now, ctx.config.watch.max_load)
-        if found is not None and found[0] == "ready":  # issue 14: one tiny completion before the ✅
-            found = await smoke_gate(ctx, service, f, st)
-        if found is None:
-            if st.phase and not waiting_for_start:  # when each phase began: `chart loads`
-                await store.loads.record_phase(f.service, f.node, _load_id(f), st.phase, now)
-            if notifier is not None:
-                f = await _post_progress(ctx, f, st, notifier, now)
-            await dashboards_changed(ctx, key)  # the Home tabs show this load's progress (paced there)
-            return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
-        outcome, reason = found
-        ready_at = now if outcome == "ready" else None
-        await store.loads.record(f.service, f.node, f.invocation_id or "", f.started_at, ready_at, outcome,
-                                 (now - f.started_at).total_seconds())
-        decided = await _decided(store.loads, f)
-        if decided is None:  # pragma: no cover - the store just recorded it
-            return FollowStatus(key, False, state=st)
+    if decided is not None:  # an earlier poll saw the end: only its notices may be left
+        return await _conclude(ctx, service, f, decided, "", None, notifier, now)
+    look = await _look(ctx, service, f, now)
+    f, st = look.follow, look.state
+    if look.found is None:
+        if st.phase and not look.waiting_for_start:  # when each phase began: `chart loads`
+            await store.loads.record_phase(f.service, f.node, _load_id(f), st.phase, now)
+        if notifier is not None:
+            f = await show_progress(ctx, f, st, notifier, now)
+        await dashboards_changed(ctx, key)  # the Home tabs show this load's progress (paced there)
+        return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
+    outcome, reason = look.found
+    await store.loads.record(f.service, f.node, f.invocation_id or "", f.started_at,
+                             now if outcome == "ready" else None, outcome, (now - f.started_at).total_seconds())
+    decided = await _decided(store.loads, f)
+    if decided is None:  # pragma: no cover - the store just recorded it
+        return FollowStatus(key, False, state=st)
+    return await _conclude(ctx, service, f, decided, reason, st, notifier, now)
+
+
+@dataclass
+class _Look:
+    """One probe of a followed load: the follow (its start now known), what the unit says, and the end if seen."""
+
+    follow: Follow
+    state: ServiceState
+    waiting_for_start: bool
+    found: tuple[LoadOutcome, str] | None
+
+
+async def _look(ctx: Context, service: Service, f: Follow, now: datetime) -> _Look:
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(f.node)], FOLLOW_PROBE)
+    st = snap.services[0]
+    await apply_history(ctx, [st])
+    waiting_for_start = False
+    if f.invocation_id and f.invocation_id.startswith(BEFORE):
+        old = f.invocation_id.removeprefix(BEFORE)
+        waiting_for_start = st.state == "unreachable" or not st.invocation_id or st.invocation_id == old
+    if not waiting_for_start and st.state != "unreachable" and st.invocation_id \
+            and st.invocation_id != f.invocation_id:
+        # Unknown until now, or the unit started again (crash loop, restart by hand): this is the load.
+        f = await _update_follow(require_store(ctx).follows, f, invocation_id=st.invocation_id)
+    found = _not_started(f, now) if waiting_for_start else _outcome(st, f, now, ctx.config.watch.max_load)
+    if found is not None and found[0] == "ready":  # issue 14: one tiny completion before the ✅
+        found = await smoke_gate(ctx, service, f, st)
+    return _Look(f, st, waiting_for_start, found)
+
+
+async def _conclude(ctx: Context, service: Service, f: Follow, decided: LoadRecord, reason: str,
+                    st: ServiceState | None, notifier: Notifier | None, now: datetime) -> FollowStatus:
+    """The load is over: its notices (once each, through the pipeline), then the follow ends."""
+    store = require_store(ctx)
     outcome = decided.outcome
     # The restart is over once its new start is seen ready or failed: end its lock now, not when the
     # notices are out (they may wait for a process that can post them).
     await _restart_over(store, f, outcome, now)
-    if outcome == "ready":
+    notice, st = await _final_notice(ctx, service, f, decided, reason, st)
+    line = notice_text(notice)
+    # The ✅ of an unplanned restart a silence held back is held back too.
+    held = f.reason == "unplanned" and outcome == "ready" and await was_held(store.notices, f.key, "unplanned")
+    done = all_done(await deliver_all(ctx, notifier, [Notice(f.key, where, notice, f.service, f.node, closes_held=held)
+                                                      for where in places(ctx, f)], now))
+    if done and outcome == "ready" and notifier is not None:  # issue 14: the acceptance benchmark
+        done = await after_ready(ctx, service, f, places(ctx, f), notifier, now)
+    if not done:
+        return FollowStatus(f.key, False, outcome=outcome, state=st, line=line, pending_notices=True)
+    if await store.follows.finish(f.key, outcome, at=now):
+        await _finished(ctx, f, outcome, line, notifier, now)
+        await dashboards_changed(ctx, f.key)
+    _stop(ctx, f.key)
+    return FollowStatus(f.key, True, outcome=outcome, state=st, line=line)
+
+
+async def _final_notice(ctx: Context, service: Service, f: Follow, decided: LoadRecord, reason: str,
+                        st: ServiceState | None) -> tuple[Reply, ServiceState | None]:
+    """The ✅ (with the previous load's time and the smoke completion) or the ❌ (with a fresh look's journal)."""
+    store = require_store(ctx)
+    if decided.outcome == "ready":
         durations = await store.loads.durations(f.service, f.node, limit=2)
         previous = durations[1] if len(durations) > 1 else None
-        notice = await with_smoke(ctx, f, ready_notice(f, decided.duration_s, previous))
-    else:
-        detail = await ctx.cluster.snapshot([service], [node], FAIL_PROBE)
-        st = detail.services[0]
-        if not reason:
-            reason = await smoke_failure(ctx, f) or st.reason or outcome
-            if outcome == "timeout":
-                reason = f"timed out: not ready after {fmt_duration(ctx.config.watch.max_load)}"
-        notice = failed_notice(f, reason, st, timed_out=outcome == "timeout")
-
-    pending = False
-    targets = places(ctx, f)
-    if f.reason == "unplanned" and outcome == "ready" and await was_suppressed(store.notices, key, "unplanned"):
-        targets = []  # the restart was silenced: so is the news that it loaded
-    for place, channel, thread in targets:
-        if notifier is None:
-            pending = pending or not await store.notices.sent(key, place)
-        elif await post_once(store.notices, key, place, notifier, channel, thread, notice, now) is None:
-            pending = True
-    line = str(notice.data.get("notice", notice.title))
-    if not pending and outcome == "ready" and notifier is not None:  # issue 14: the acceptance benchmark
-
-        async def post(place: str, channel: str, thread: str | None, reply: Reply) -> str | None:
-            return await post_once(store.notices, key, place, notifier, channel, thread, reply, now)
-
-        pending = not await after_ready(ctx, service, f, places(ctx, f), post)
-    if pending:
-        return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
-    if await store.follows.finish(key, outcome, at=now):
-        await _finished(ctx, f, outcome, line, notifier, now)
-        await dashboards_changed(ctx, key)
-    _stop(ctx, key)
-    return FollowStatus(key, True, outcome=outcome, state=st, line=line)
+        return await with_smoke(ctx, f, ready_notice(f, decided.duration_s, previous)), st
+    detail = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], FAIL_PROBE)
+    st = detail.services[0]
+    if not reason:
+        reason = await smoke_failure(ctx, f) or st.reason or decided.outcome
+        if decided.outcome == "timeout":
+            reason = f"timed out: not ready after {fmt_duration(ctx.config.watch.max_load)}"
+    return failed_notice(f, reason, st, timed_out=decided.outcome == "timeout"), st
 
 
 async def _restart_over(store: StateStore, f: Follow, outcome: str, now: datetime) -> None:
@@ -334,18 +320,8 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
                      "the restart stopped before writing it down", request_id=f.request_id, who="inferbot")
     await record(ctx, f"load.{outcome}", f.service, f.node, line, request_id=f.request_id,
                  who="inferbot", where=ctx.config.notify.channel or "inferbot")
-    fresh = await store.follows.get(f.key)
-    if notifier is not None and fresh is not None and fresh.progress_message_ts and fresh.thread_channel:
-        took = fmt_duration((now - f.started_at).total_seconds())
-        # The notice carries the contract words (✅ is ready / ❌ failed); this edit must not repeat them.
-        word = {"ready": "load finished after", "failed": "load ended after",
-                "timeout": "stopped following after"}.get(outcome, "ended after")
-        text = f"{f.service} on {f.node}: {word} {took} — see the notice"
-        try:
-            await notifier.update(fresh.thread_channel, fresh.progress_message_ts,
-                                  progress_reply(f, text, "ok" if outcome == "ready" else "error"))
-        except Exception:
-            log.warning("final edit of the progress message of %s failed", f.key, exc_info=True)
+    if notifier is not None:
+        await end_progress(ctx, f, outcome, notifier, now)
 
 
 def reset_pacing() -> None:

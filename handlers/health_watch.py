@@ -11,9 +11,9 @@ Rides on the unplanned-restart watcher's probe (``handlers.watcher.watch_node``,
 - **possibly hung** — requests running or waiting and ``vllm:generation_tokens_total`` unchanged for
   ``[watch] hung_after`` → one ⚠️, and one ✅ when tokens flow again.
 
-What it remembers between looks is in the store (``StateStore.health_memos``), and every notice is posted
-through the same claim → post → mark-sent as the load notices, keyed by the start and the episode: once
-per place, also across a bot restart. A silence (``handlers.silence``) holds back the ⚠️ (and the ✅ of a
+What it remembers between looks is in the store (``StateStore.health_memos``), and every notice goes out
+through the notice pipeline (``handlers/notice_pipeline.py``) like the load notices, keyed by the start and
+the episode: once per place, also across a bot restart. A silence holds back the ⚠️ (and the ✅ of a
 held-back ⚠️), writing the audit line instead; the ❌ is never held back. A restart by the bot (its lock is
 held) is never judged.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from config.models import Service
@@ -29,10 +30,9 @@ from handlers.audit import record
 from handlers.common import fmt_duration
 from handlers.context import Context
 from handlers.follow import lock_name
-from handlers.notices import post_once
-from handlers.notify import Notifier
+from handlers.notice_pipeline import Notice, all_done, any_held, deliver_all, to_notify
+from handlers.notify import Notifier, notice_text
 from handlers.reply import Reply, Section, Status
-from handlers.silence import suppress
 from handlers.watcher import watch_node
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
@@ -96,7 +96,7 @@ async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceS
         if not await ours():
             await _stopped(ctx, service, memo)
     if memo.stop_error:
-        await _post_stopped(ctx, store, service, memo, notifier, now)
+        await _post_stopped(ctx, service, memo, notifier, now)
     if st.invocation_id and st.invocation_id != memo.invocation:
         # A new start: what was open belonged to the old one (its load notices say the rest).
         memo = HealthMemo(invocation=st.invocation_id, stop_checked=memo.stop_checked,
@@ -187,13 +187,32 @@ def stopped_notice(service: Service, error: str, logs: ServiceState | None) -> R
 # The checks
 
 
-async def _post(ctx: Context, store: StateStore, notifier: Notifier, key: str, place: str, reply: Reply,
-                now: datetime) -> bool:
-    """Post ``reply`` once to the notify channel; True when it is out (or there is nowhere to post)."""
-    channel = ctx.config.notify.channel
-    if not channel:
-        return True
-    return await post_once(store.notices, key, place, notifier, channel, None, reply, now) == "sent"
+def _notices(ctx: Context, service: Service, place: str, reply: Reply, closes_held: bool = False,
+             details: Callable[[], Awaitable[Reply]] | None = None) -> list[Notice]:
+    """The notice for the notify channel (none when there is no ``[notify] channel``), keyed by the service."""
+    return [Notice(health_key(service.name, service.node), where, reply, service.name, service.node,
+                   closes_held=closes_held, details=details) for where in to_notify(ctx, place)]
+
+
+async def _opened(ctx: Context, notifier: Notifier, service: Service, place: str, reply: Reply, held: bool,
+                  event: str | None, now: datetime, details: Callable[[], Awaitable[Reply]] | None = None) -> bool:
+    """The ⚠️ of an open episode, once (``event``: it opened on this look, audit it); True while a silence holds it."""
+    if not held:
+        held = any_held(await deliver_all(ctx, notifier, _notices(ctx, service, place, reply, details=details), now))
+    if event is not None:
+        await record(ctx, event, service.name, service.node, notice_text(reply), who="inferbot",
+                     where=ctx.config.notify.channel or "inferbot")
+    return held
+
+
+async def _closed(ctx: Context, notifier: Notifier, service: Service, place: str, reply: Reply, held: bool,
+                  event: str, now: datetime) -> bool:
+    """The ✅ that ends an episode (held back when its ⚠️ was), then its audit line; True when it is done."""
+    if not all_done(await deliver_all(ctx, notifier, _notices(ctx, service, place, reply, closes_held=held), now)):
+        return False
+    await record(ctx, event, service.name, service.node, notice_text(reply), who="inferbot",
+                 where=ctx.config.notify.channel or "inferbot")
+    return True
 
 
 async def _logs(ctx: Context, service: Service, options: ProbeOptions) -> ServiceState | None:
@@ -211,23 +230,14 @@ def _failing(st: ServiceState, memo: HealthMemo, active: str) -> bool:
 
 async def _health(ctx: Context, store: StateStore, service: Service, st: ServiceState, memo: HealthMemo, active: str,
                   notifier: Notifier, now: datetime) -> None:
-    key = health_key(service.name, service.node)
     if st.state == "ready":
         memo.ready_seen = True
         memo.bad_polls = 0
-        if memo.unhealthy_since is not None:
-            since = memo.unhealthy_since
-            place = f"healthy:{memo.invocation}:{since.isoformat()}"
-            reply = healthy_notice(service, since, now)
-            if memo.unhealthy_silenced:
-                await suppress(ctx, store, key, place, service.name, service.node, str(reply.data["notice"]), now)
-                done = True
-            else:
-                done = await _post(ctx, store, notifier, key, place, reply, now)
-            if done:
-                await record(ctx, "health.recovered", service.name, service.node, str(reply.data["notice"]),
-                             who="inferbot", where=ctx.config.notify.channel or "inferbot")
-                memo.unhealthy_since, memo.unhealthy_reason, memo.unhealthy_silenced = None, "", False
+        since = memo.unhealthy_since
+        if since is not None and await _closed(ctx, notifier, service, f"healthy:{memo.invocation}:{since.isoformat()}",
+                                               healthy_notice(service, since, now), memo.unhealthy_silenced,
+                                               "health.recovered", now):
+            memo.unhealthy_since, memo.unhealthy_reason, memo.unhealthy_silenced = None, "", False
         return
     if not _failing(st, memo, active):
         memo.bad_polls = 0
@@ -237,18 +247,18 @@ async def _health(ctx: Context, store: StateStore, service: Service, st: Service
         return
     if memo.unhealthy_silenced and await store.silences.active_for(service.name, service.node, now) is None:
         memo.unhealthy_since, memo.unhealthy_silenced = None, False  # the silence ended, the trouble did not
-    if memo.unhealthy_since is None:
+    opened = memo.unhealthy_since is None
+    if opened:
         memo.unhealthy_since, memo.unhealthy_reason = now, st.reason or "/health does not answer 200"
-        text = unhealthy_notice(service, memo.unhealthy_reason, st.main_pid, None).data["notice"]
-        memo.unhealthy_silenced = await suppress(ctx, store, key, _unhealthy_place(memo), service.name,
-                                                 service.node, str(text), now)
-        await record(ctx, "health.unhealthy", service.name, service.node, str(text), who="inferbot",
-                     where=ctx.config.notify.channel or "inferbot")
-    if memo.unhealthy_silenced or await store.notices.sent(key, _unhealthy_place(memo)):
-        return
-    logs = await _logs(ctx, service, LOGS_PROBE)
-    await _post(ctx, store, notifier, key, _unhealthy_place(memo),
-                unhealthy_notice(service, memo.unhealthy_reason, st.main_pid, logs), now)
+    reason, pid = memo.unhealthy_reason, st.main_pid
+    reply = unhealthy_notice(service, reason, pid, None)
+
+    async def with_logs() -> Reply:
+        return unhealthy_notice(service, reason, pid, await _logs(ctx, service, LOGS_PROBE))
+
+    memo.unhealthy_silenced = await _opened(ctx, notifier, service, _unhealthy_place(memo), reply,
+                                            memo.unhealthy_silenced, "health.unhealthy" if opened else None, now,
+                                            details=with_logs)
 
 
 def _unhealthy_place(memo: HealthMemo) -> str:
@@ -276,7 +286,6 @@ async def _hung(ctx: Context, store: StateStore, service: Service, st: ServiceSt
     gen, running, waiting = sample
     if gen is None:
         return
-    key = health_key(service.name, service.node)
     moved = memo.gen_total is None or gen != memo.gen_total
     memo.gen_total = gen
     quiet_since = memo.gen_changed_at or memo.hung_since or now
@@ -284,16 +293,8 @@ async def _hung(ctx: Context, store: StateStore, service: Service, st: ServiceSt
         memo.gen_changed_at = now  # tokens flowed, or nothing was asked: the clock starts again
     if moved and memo.hung_since is not None:
         since = min(quiet_since, memo.hung_since)
-        reply = flowing_notice(service, since, now)
-        place = f"unhung:{memo.invocation}:{since.isoformat()}"
-        if memo.hung_silenced:
-            await suppress(ctx, store, key, place, service.name, service.node, str(reply.data["notice"]), now)
-            done = True
-        else:
-            done = await _post(ctx, store, notifier, key, place, reply, now)
-        if done:
-            await record(ctx, "health.unhung", service.name, service.node, str(reply.data["notice"]),
-                         who="inferbot", where=ctx.config.notify.channel or "inferbot")
+        if await _closed(ctx, notifier, service, f"unhung:{memo.invocation}:{since.isoformat()}",
+                         flowing_notice(service, since, now), memo.hung_silenced, "health.unhung", now):
             memo.hung_since, memo.hung_silenced = None, False
         return
     if moved or running + waiting == 0:
@@ -303,17 +304,14 @@ async def _hung(ctx: Context, store: StateStore, service: Service, st: ServiceSt
     quiet = (now - changed).total_seconds()
     if memo.hung_silenced and await store.silences.active_for(service.name, service.node, now) is None:
         memo.hung_since, memo.hung_silenced = None, False  # the silence ended, the hang did not: say it now
-    if memo.hung_since is None:
+    opened = memo.hung_since is None
+    if opened:
         if quiet < ctx.config.watch.hung_after:
             return
         memo.hung_since = now
-        text = str(hung_notice(service, running, waiting, quiet).data["notice"])
-        memo.hung_silenced = await suppress(ctx, store, key, _hung_place(memo), service.name, service.node, text,
-                                            now)
-        await record(ctx, "health.hung", service.name, service.node, text, who="inferbot",
-                     where=ctx.config.notify.channel or "inferbot")
-    if not memo.hung_silenced:
-        await _post(ctx, store, notifier, key, _hung_place(memo), hung_notice(service, running, waiting, quiet), now)
+    memo.hung_silenced = await _opened(ctx, notifier, service, _hung_place(memo),
+                                       hung_notice(service, running, waiting, quiet), memo.hung_silenced,
+                                       "health.hung" if opened else None, now)
 
 
 async def _stopped(ctx: Context, service: Service, memo: HealthMemo) -> None:
@@ -333,13 +331,13 @@ async def _stopped(ctx: Context, service: Service, memo: HealthMemo) -> None:
                  where=ctx.config.notify.channel or "inferbot")
 
 
-async def _post_stopped(ctx: Context, store: StateStore, service: Service, memo: HealthMemo, notifier: Notifier,
-                        now: datetime) -> None:
+async def _post_stopped(ctx: Context, service: Service, memo: HealthMemo, notifier: Notifier, now: datetime) -> None:
     """Post the due ❌ (once; retried on the next look when Slack did not take it)."""
-    key = health_key(service.name, service.node)
-    if not await store.notices.sent(key, memo.stop_place):
-        logs = await _logs(ctx, service, STOP_PROBE)
-        if not await _post(ctx, store, notifier, key, memo.stop_place, stopped_notice(service, memo.stop_error, logs),
-                           now):
-            return
-    memo.stop_error, memo.stop_place = "", ""
+    error = memo.stop_error
+
+    async def with_logs() -> Reply:
+        return stopped_notice(service, error, await _logs(ctx, service, STOP_PROBE))
+
+    notices = _notices(ctx, service, memo.stop_place, stopped_notice(service, error, None), details=with_logs)
+    if all_done(await deliver_all(ctx, notifier, notices, now)):
+        memo.stop_error, memo.stop_place = "", ""

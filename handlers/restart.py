@@ -32,6 +32,7 @@ from handlers.follow import (
     poll_follow,
     start_follow,
 )
+from handlers.notice_pipeline import Notice, deliver_all, to_notify
 from handlers.notice_words import hhmm
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
@@ -482,7 +483,7 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
         await store.locks.release(lock, req.id)
         text = f"❌ {service.name} on {service.node} failed to restart — {result.summary()}"
         extra = _exec_sections(result)
-        await _notify_failure(ctx, text, extra)
+        await _notify_failure(ctx, req, text, extra)
         return ActionOutcome(message=message_reply(req, f"{confirmed} — {text}", "error", extra), executed=True)
     await start_follow(ctx, service, "restart", now,
                        invocation_id=result.invocation_id or BEFORE + before,
@@ -522,16 +523,13 @@ def _exec_sections(result: RestartResult) -> list[Section]:
     return out
 
 
-async def _notify_failure(ctx: Context, text: str, extra: list[Section]) -> None:
-    channel = ctx.config.notify.channel
-    notifier = notifier_of(ctx)
-    if not channel or notifier is None:
-        return
-    try:
-        await notifier.post(channel, None, Reply(intent="notice", title=text.removeprefix("❌ "), status="error",
-                                                 sections=extra, data={"notice": text, "kind": "failed"}))
-    except Exception:  # the message in the thread says it already
-        log.warning("could not post the restart failure to the notify channel", exc_info=True)
+async def _notify_failure(ctx: Context, req: RestartRequest, text: str, extra: list[Section]) -> None:
+    """The ❌ in the notify channel, once per request (no poll follows a failed restart, so a post Slack
+    refused is not tried again: the confirmation in the thread, rewritten, says the same)."""
+    reply = Reply(intent="notice", title=text.removeprefix("❌ "), status="error", sections=extra,
+                  data={"notice": text, "kind": "failed"})
+    await deliver_all(ctx, notifier_of(ctx), [Notice(f"restart:{req.id}", where, reply, req.service, req.node)
+                                              for where in to_notify(ctx, "notify")])
 
 
 async def expire_request(ctx: Context, request_id: str, notifier: Notifier | None) -> bool:

@@ -2,9 +2,10 @@
 
 While a service is silenced the watcher keeps watching, but its unplanned-restart, unhealthy and hung
 notices are held back: each one is written to the audit log instead (``notice.suppressed``, naming the
-silence). Failures (a load that failed, an engine death that stopped the unit) are still posted. Who may
-silence a service is who may restart it (``[access]`` / ``[services.access]``). A silence lives in the
-store, so it outlasts a restart of the bot, and it ends by itself.
+silence; the silence stage of ``handlers/notice_pipeline.py`` does it). Failures (a load that failed, an
+engine death that stopped the unit) are still posted. Who may silence a service is who may restart it
+(``[access]`` / ``[services.access]``). A silence lives in the store, so it outlasts a restart of the bot,
+and it ends by itself.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from handlers.reply import Reply, Section
 from handlers.silence_text import clean_reason
 from services import mentions
 from services.access import check_restart_access
-from services.store.ports import Notices, StateStore
 from services.store.records import Silence
 
 MAX_SILENCE_S = 7 * 86400.0
-SILENCED_TS = "silenced"
-"""The ``ts`` recorded for a notice that was suppressed instead of posted (it is "done" for that place)."""
+
+
 def hhmm(at: datetime) -> str:
     """``15:40 UTC``."""
     return f"{at:%H:%M} UTC"
@@ -53,28 +53,6 @@ async def silences_now(ctx: Context) -> list[Silence]:
     if ctx.store is None:
         return []
     return await ctx.store.silences.active(ctx.now())
-
-
-async def suppress(ctx: Context, store: StateStore, key: str, place: str, service: str, node: str, notice: str,
-                   now: datetime) -> bool:
-    """When service@node is silenced: record ``place`` of ``key`` as handled without posting, audit it, True.
-
-    Idempotent across polls and processes: the notice row is claimed once, like a posted one.
-    """
-    s = await store.silences.active_for(service, node, now)
-    if s is None:
-        return False
-    if await store.notices.claim(key, place):
-        await store.notices.mark_sent(key, place, SILENCED_TS)
-        await record(ctx, "notice.suppressed", service, node, f"{notice} — not posted: {silence_words(s)}",
-                     who="inferbot", where=ctx.config.notify.channel or "inferbot")
-    return True
-
-
-async def was_suppressed(notices: Notices, key: str, place: str) -> bool:
-    """True when ``place`` of ``key`` was suppressed by a silence (not posted)."""
-    n = await notices.get(key, place)
-    return n is not None and n.ts == SILENCED_TS
 
 
 def _refusal(intent: str, text: str) -> Reply:

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from handlers.audit import record
 from handlers.context import Context
 from handlers.follow import follow_key, lock_name, require_store, start_follow
+from handlers.notice_pipeline import Notice, deliver_all, to_notify
 from handlers.notice_words import failed_notice
-from handlers.notices import post_once
 from handlers.notify import Notifier, dashboards_changed
 from handlers.samples import record_samples
 from handlers.silence import silence_of, silence_words
@@ -100,9 +100,6 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
 
 
 async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> None:
-    channel = ctx.config.notify.channel
-    if not channel:
-        return
     reply = failed_notice(f, (st.reason or "the unit failed") + " (after it was ready; not by inferbot)", None)
-    await post_once(require_store(ctx).notices, f.key, f"failed-after-ready:{st.main_pid}:{st.restarts}", notifier,
-                    channel, None, reply, now)
+    where = to_notify(ctx, f"failed-after-ready:{st.main_pid}:{st.restarts}")
+    await deliver_all(ctx, notifier, [Notice(f.key, w, reply, f.service, f.node) for w in where], now)

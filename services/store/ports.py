@@ -2,7 +2,7 @@
 
 Handlers receive the store through ``Context.store`` typed as :class:`StateStore` and reach one repository
 by its attribute (``ctx.store.locks.acquire(...)``); a helper that needs one aggregate takes only its
-protocol (``post_once(notices: Notices, ...)``). This module imports no SQLAlchemy: a question from the
+protocol (``was_held(notices: Notices, ...)``). This module imports no SQLAlchemy: a question from the
 terminal imports it with the handlers and opens the database only when it is used
 (docs/architecture.md, "Lazy imports"). The implementations are the repositories of ``services/store/``
 (``locks.py``, ``requests.py``…), composed by :class:`services.store.store.Store`.
