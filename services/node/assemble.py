@@ -83,9 +83,14 @@ def _instance(unit: str) -> str | None:
     return base.split("@", 1)[1] if "@" in base else None
 
 
-def _unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: WarningLines) -> dict[str, str]:
-    """What the unit sets: Environment= then EnvironmentFile= (files override, as systemd does)."""
+def _unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: WarningLines,
+              sources: dict[str, str]) -> dict[str, str]:
+    """What the unit sets: Environment= then EnvironmentFile= (files override, as systemd does).
+
+    ``sources`` gets where each variable is set ("Environment= in the unit", "EnvironmentFile PATH").
+    """
     env = dict(unit.environment or show.environment)
+    sources.update(dict.fromkeys(env, "Environment= in the unit"))
     files = unit.environment_files or show.environment_files
     for path, optional in files:
         text = _file_text(raw, path)
@@ -98,7 +103,9 @@ def _unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: WarningLin
                     "are shown from the running process only"
                 )
             continue
-        env.update(unitfile.parse_env_file(text))
+        from_file = unitfile.parse_env_file(text)
+        env.update(from_file)
+        sources.update(dict.fromkeys(from_file, f"EnvironmentFile {path}"))
     return env
 
 
@@ -170,7 +177,8 @@ def _bench_records(path: str, text: str) -> tuple[dict[str, object], ...]:
     return tuple(bench_parser.parse_bench_extract(path, text))
 
 
-def _docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str]) -> dict[str, str]:
+def _docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str], sources: dict[str, str]
+                ) -> dict[str, str]:
     env: dict[str, str] = {}
     for path in cmd.docker_env_files:
         text = _file_text(raw, path)
@@ -178,8 +186,10 @@ def _docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str]) -> dic
             continue
         for k, v in unitfile.parse_docker_env_file(text).items():
             env[k] = v if v is not None else host_env.get(k, "")
+            sources[k] = f"docker --env-file {path}"
     for k, v in cmd.docker_env.items():
         env[k] = v if v is not None else host_env.get(k, "")
+        sources[k] = "docker run -e"
     return env
 
 
@@ -300,7 +310,8 @@ def assemble(
     progress = vllm_log.parse_load_progress(journal) if journal else LoadProgress()
     redactor = Redactor(known_secrets or [])
 
-    unit_env = _unit_env(raw, unit, show, warnings)
+    env_sources: dict[str, str] = {}
+    unit_env = _unit_env(raw, unit, show, warnings, env_sources)
     declared_argv = (list(_expand_exec_start_cached(raw.cat, _instance(raw.unit), raw.unit, tuple(unit_env.items())))
                      if unit.exec_start else show.exec_start_argv)
     declared = _parse_cmd(raw, declared_argv, warnings) if declared_argv else None
@@ -383,7 +394,7 @@ def assemble(
     # The environment contract: names the service's own configuration sets, values the process got.
     declared_env = dict(unit_env)
     if cmd is not None and cmd.wrapper == "docker":
-        declared_env.update(_docker_env(raw, cmd, process_env or {}))
+        declared_env.update(_docker_env(raw, cmd, process_env or {}, env_sources))
     env_values: dict[str, str] = {}
     for name, value in declared_env.items():
         if cmd is not None and cmd.wrapper == "docker":
@@ -396,6 +407,7 @@ def assemble(
         for name, value in process_env.items():
             if name not in env_values and name not in AMBIENT_ENV and name.startswith(RELEVANT_PREFIXES):
                 env_values[name] = value
+                env_sources[name] = "the running process only (not in the unit)"
         launcher = _launcher_text(main_cmd.launcher if main_cmd and main_cmd.launcher else argv[:1])
         for name, value in unit_env.items():
             if name in process_env and process_env[name] != value:
@@ -449,6 +461,7 @@ def assemble(
         flags=shown_flags,
         redacted_flags=redacted_flags,
         env=env_out,
+        env_sources={k: env_sources[k] for k in env_out if k in env_sources},
         settings_source=source,
         settings_pid=settings_pid if source in ("process", "cgroup-process") else None,
         settings_note=redactor.text(settings_note) if settings_note else None,
@@ -607,14 +620,14 @@ def _status_inputs(unit_name: str, show_text: str | None, tz: str, known: tuple[
     show = _parse_show_cached(show_text, tz) if show_text is not None else UnitShow(id=unit_name)
     scratch = WarningLines()
     unit = _parse_unit_cached("", _instance(unit_name), unit_name)
-    unit_env = _unit_env(raw, unit, show, scratch)
+    unit_env = _unit_env(raw, unit, show, scratch, {})
     argv = show.exec_start_argv
     declared = _parse_cmd(raw, argv, scratch) if argv else None
     # The command assemble() reads the settings from when the answer has no process to read: the declared one.
     cmd = declared if declared is not None and (declared.wrapper != "unknown" or not show.main_pid) else None
     env = dict(unit_env)
     if cmd is not None and cmd.wrapper == "docker":
-        env.update(_docker_env(raw, cmd, {}))
+        env.update(_docker_env(raw, cmd, {}, {}))
     secrets = list(known)
     if declared is not None:
         secrets += vllm_args.secret_values(declared)

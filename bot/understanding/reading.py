@@ -1,0 +1,502 @@
+"""One message → one reading: the command, its targets, its typed arguments, and how sure the bot is.
+
+The steps, each in its own module: ``markup`` (Slack's markup, once) → ``text`` (tokens, stems, clauses)
+→ ``lexicon`` (other languages) → ``settings_words`` (a flag or an environment variable) → names (this
+module, with ``names``) → ``scoring`` (every command's words) → ``orders`` (is an order one?) →
+``arguments``. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+from bot.understanding import arguments, lexicon, orders, scoring, settings_words
+from bot.understanding.markup import Message
+from bot.understanding.names import Aliases, NameIndex, Target
+from bot.understanding.settings_words import Setting
+from bot.understanding.text import Token, Words, stem, words
+from config.models import BotConfig, Node, Service
+from handlers.commands import COMMANDS, Command, command
+from handlers.context import Args
+
+# Below this a clause places nothing with confidence.
+CONFIDENT = 1.5
+# Two readings this close (ratio) are a tie: ask which one.
+TIE = 0.85
+CHART_CUES = frozenset({"chart", "charts", "graph", "graphs", "plot", "plots", "visualize", "visualise",
+                        "visualization", "sparkline", "trend", "trends", "trended", "png"})
+CHART_PHRASES = (("over", "time"),)
+_CUE_STEMS = frozenset({"chart", "graph", "plot", "visual", "visualis", "visualiz", "trend", "sparklin"})
+# Where a name stands: after a command word (with or without a preposition: "status llama", "logs for
+# gpu-c"), before one ("llama status"), with 's, between "is" and a state ("is llama up"); after any
+# preposition only when it is written like a name ("on gpu-c").
+_COMMAND_WORDS = frozenset({"restart", "bounce", "reboot", "status", "logs", "log", "settings", "config", "gpus",
+                            "throughput", "compare", "silence", "mute", "unsilence", "unmute", "unlock", "bench",
+                            "history", "audit", "diff", "tail", "journal", "flags", "env", "vs", "versus",
+                            "and"})
+_PREPOSITIONS = frozenset({"on", "for", "of", "in", "at", "from", "about", "with", "to", "vs", "versus", "and",
+                           "than"})
+_STATES = frozenset({"up", "down", "ready", "alive", "healthy", "running", "loaded", "loading", "ok", "okay",
+                     "serving", "back", "done", "hung", "stuck", "dead"})
+# The cluster as a whole: never a name, and never "unknown" ("is prod ok?").
+_EVERYTHING = frozenset({"prod", "production", "staging", "infra", "cluster", "fleet", "everything", "all",
+                         "both", "everyone", "anything", "anywhere"})
+# An order's answer when the message is not one.
+_INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "unsilence": "status",
+            "unlock": "restarts"}
+_VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
+         "unlock": "clear the restart lock of"}
+_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until"})
+_NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
+                          "every", "another", "one", "any"})
+_NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
+# The imperative of a question ("show me …", "grab the log"), besides every order's verbs.
+_ASKING_VERBS = frozenset({"show", "give", "tell", "check", "grab", "dump", "paste", "list", "get", "pull", "fetch",
+                           "print", "display", "send", "post", "tail", "compare", "diff", "plot", "chart", "graph",
+                           "pls", "please", "plz", "run"})
+
+
+@functools.cache
+def _data_words(name: str) -> frozenset[str]:
+    text = resources.files("bot.understanding").joinpath(f"data/{name}").read_text("utf-8")
+    return frozenset(w for line in text.splitlines() if not line.startswith("#") for w in line.split())
+
+
+def english() -> frozenset[str]:
+    """English words that are never names (``data/english.txt``)."""
+    return _data_words("english.txt")
+
+
+def common_english() -> frozenset[str]:
+    """The 15,000 most frequent English words (``data/common_english.txt``; see bench/english_words.py)."""
+    return _data_words("common_english.txt")
+
+
+def model_families() -> frozenset[str]:
+    """Open-model family names (``data/model_families.txt``): a name wherever it stands."""
+    return _data_words("model_families.txt")
+
+
+@dataclass
+class Reading:
+    """What the bot read in a message."""
+
+    command: Command
+    services: list[Service] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    explicit_target: bool = False
+    args: Args = field(default_factory=Args)
+    unknown: list[str] = field(default_factory=list)  # words where a name stands that name nothing
+    suggestions: list[str] = field(default_factory=list)  # known names close to the unknown ones
+    matched: bool = True  # False: nothing placed (the answer is a short help)
+    asked: bool = False  # the answer asks back instead of acting
+    score: float = 0.0
+    offers: list[str] = field(default_factory=list)  # full commands offered ("status kimi")
+    note: str | None = None  # said before the answer (the question back)
+    intent: str = ""  # what was understood ("unclear" when nothing was)
+    named_services: list[str] = field(default_factory=list)  # the names as the message gave them
+    named_nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Found:
+    """Names found in the message: each target and the token that named it."""
+
+    targets: list[Target] = field(default_factory=list)
+    where: list[int] = field(default_factory=list)
+    tokens: set[int] = field(default_factory=set)
+    unknown: list[Token] = field(default_factory=list)
+
+    def in_clause(self, clause: int, toks: Sequence[Token]) -> list[Target]:
+        idx = {t.index for t in toks if t.clause == clause}
+        return [t for t, i in zip(self.targets, self.where, strict=True) if i in idx]
+
+
+def _is_word(word: str) -> bool:
+    return (word in english() or word in scoring.vocabulary() or word in lexicon.stopwords()
+            or word in _EVERYTHING or word in CHART_CUES)
+
+
+def _looks_like_value(t: Token) -> bool:
+    w = t.norm
+    return (w.replace(".", "").replace("%", "").isdigit() or arguments.window([t]) is not None
+            or len(w) <= 1 or w.startswith("-") or w in ("tok/s", "tokens/s") or w[:1].isdigit()
+            or any(ch in w for ch in "_/()[]{}=<>\"\\'"))
+
+
+def _name_shaped(word: str) -> bool:
+    """Written like a host or a model: a hyphen with a short part or a digit ("gpu-c", "node-7", "qwen2")."""
+    parts = word.split("-")
+    return (len(parts) > 1 and any(len(p) <= 2 or any(ch.isdigit() for ch in p) for p in parts)) or (
+        any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word))
+
+
+def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
+    """Every word that names a target; and the words that stand where a name stands but name nothing."""
+    found = _Found()
+    toks = words_.tokens
+    anchor = _COMMAND_WORDS | scoring.vocabulary()
+    for i, t in enumerate(toks):
+        if t.index in taken or t.cjk or t.translated:
+            continue
+        target = index.exact(t.norm) or index.variant(t.norm)
+        if target is None and not _is_word(t.norm) and not _looks_like_value(t):
+            target = index.typo(t.norm)
+        if target is not None and i > 0 and toks[i - 1].norm in ("not", "except", "excluding", "besides"):
+            found.tokens.add(t.index)  # "restart kimi, not qwen": named, and left out
+            continue
+        if target is not None:
+            found.targets.append(target)
+            found.where.append(t.index)
+            found.tokens.add(t.index)
+            continue
+        if t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm):
+            continue
+        prev = toks[i - 1].norm if i > 0 and toks[i - 1].part == t.part else None
+        nxt = toks[i + 1].norm if i + 1 < len(toks) and toks[i + 1].part == t.part else None
+        before2 = toks[i - 2] if i > 1 else None
+        after_command = prev in _COMMAND_WORDS or (i > 0 and toks[i - 1].index in taken) or (
+            prev in _PREPOSITIONS and before2 is not None and (before2.norm in anchor or before2.index in taken))
+        slot = (after_command or t.possessive or nxt in _COMMAND_WORDS
+                or (prev in _PREPOSITIONS and _name_shaped(t.norm))
+                or (prev in ("is", "are", "was") and (nxt in _STATES or nxt in _PREPOSITIONS or nxt == "still")))
+        if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())):
+            found.unknown.append(t)
+    return found
+
+
+def _known(index: NameIndex) -> frozenset[str]:
+    return frozenset([*index.services, *index.nodes, *index.aliases, *index.variants])
+
+
+def _chart_cue(t: Token) -> bool:
+    """"chart", "graphs", "trended", or a typo of one ("chrat")."""
+    if t.norm in CHART_CUES or t.stem in _CUE_STEMS:
+        return True
+    if len(t.norm) >= 4 and t.norm.isalpha() and t.norm not in common_english() and t.norm not in scoring.vocabulary():
+        from rapidfuzz.distance import OSA
+
+        return any(OSA.distance(t.norm, c, score_cutoff=1) <= 1 for c in CHART_CUES if len(c) >= 4)
+    return False
+
+
+@functools.cache
+def _shared_verbs() -> frozenset[str]:
+    """Verbs of more than one order ("turn" alerts off or back on): they pick no order on their own."""
+    seen: dict[str, int] = {}
+    for c in COMMANDS:
+        for v in c.verbs:
+            seen[v] = seen.get(v, 0) + 1
+    return frozenset(v for v, n in seen.items() if n > 1)
+
+
+@functools.cache
+def _order_verbs() -> dict[str, str]:
+    """Every order's verbs → the order (the first command that has it)."""
+    out: dict[str, str] = {}
+    for c in COMMANDS:
+        for v in c.verbs:
+            out.setdefault(v, c.name)
+    return out
+
+
+def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int) -> None:
+    """What the words alone cannot weigh: a flag named, two targets compared, a chart asked for, an order's
+    verb opening the sentence, a restart word used as a noun, small talk beside a question."""
+    by = scores.by_command
+    idx = {t.index for t in clause}
+    if setting is not None and setting.tokens & idx:
+        first = min(setting.tokens)
+        # "how's throughput since we bumped the mem util": the flag is what changed, not what is asked.
+        subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+        by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
+    in_phrases = {i for h in scores.hits for i in h.tokens}
+    free = [t for t in clause if t.index not in in_phrases]
+    norms = [t.norm for t in free]
+    cue = any(_chart_cue(t) for t in free) or any(
+        tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
+    for name in ("chart_throughput", "chart_bench", "chart_loads"):
+        if cue and (by.get(name) or name == "chart_throughput"):
+            by[name] = by.get(name, 0.0) + 4.0
+        elif not cue:
+            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
+                          if c == name and w >= 3.0 and len(h.words) > 1)
+            by[name] = phrases if name == "chart_loads" else 0.0
+    if by.get("compare"):
+        pair = n_targets >= 2 or any(len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each")
+                                     for h in scores.words_of("compare"))
+        by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
+    # Settings words as what changed or what is compared ("did anyone change the nccl env").
+    if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
+        by["settings"] *= 0.5
+    for h in scores.hits:
+        credited = {c for c, _ in h.credits}
+        pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
+        before = clause[pos - 1].norm if pos > 0 else ""
+        if credited & {"restart", "restarts"}:
+            if before in _NOUN_BEFORE:
+                # "after the restart", "the last restart": about restarts, not one.
+                for c in ("restart", "restarts"):
+                    by[c] = by.get(c, 0.0) - 1.5
+            elif before in _NEGATORS:
+                by["restarts"] = by.get("restarts", 0.0) + 2.0  # "don't restart kimi" is about restarting
+    # An order's verb opening the sentence: "restart kimi when the load is done" is about the restart.
+    verbs = _order_verbs()
+    lead = next((t for t in clause if t.norm not in orders.LEAD and t.norm not in orders.POLITE
+                 and t.norm not in orders.YOU), None)
+    if lead is not None and lead.norm in verbs and lead.norm not in _shared_verbs() and by.get(verbs[lead.norm]):
+        by[verbs[lead.norm]] += 2.0
+    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+        by["smalltalk"] = by["smalltalk"] * 0.3
+
+
+@dataclass
+class _Clause:
+    index: int
+    scores: scoring.Scores
+    best: list[tuple[str, float]]
+    asking: bool  # a question or an imperative, not a statement
+
+
+def _rank(words_: Words, found: _Found, setting: Setting | None, known: frozenset[str]) -> list[_Clause]:
+    """Score each clause. A clause that is all quoted, code or struck is read with the next one: it is what
+    that one asks about ("&gt; restart kimi" then "did anyone do this?")."""
+    out = []
+    distinct = len({(tuple(id(s) for s in t.services), tuple(id(n) for n in t.nodes)) for t in found.targets})
+    verbs = _order_verbs()
+    carried: list[Token] = []
+    taken = found.tokens | (setting.tokens if setting else set())
+    for c in words_.clauses:
+        toks = [*carried, *words_.clause_tokens(c.index)]
+        if c.marked and c.index + 1 < len(words_.clauses):
+            carried = toks
+            continue
+        carried = []
+        s = scoring.score(toks, taken, known)
+        _adjust(s, toks, setting, distinct)
+        live = [t for t in toks if not t.marked]
+        lead = next((t for t in live if t.norm not in orders.LEAD), None)
+        asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
+                                                      or lead.norm in _ASKING_VERBS)) or any(
+            t.norm in ("pls", "please", "plz") for t in live)
+        out.append(_Clause(c.index, s, s.best(), asking))
+    return out
+
+
+def _targets(config: BotConfig, chosen: Sequence[Target]) -> tuple[list[Service], list[Node], bool]:
+    """The services and nodes named (services on the named nodes only); none named → all."""
+    picked: list[Service] = []
+    ids: set[int] = set()
+    nodes: list[Node] = []
+    for t in chosen:
+        for s in t.services:
+            if id(s) not in ids:
+                ids.add(id(s))
+                picked.append(s)
+        for n in t.nodes:
+            if n not in nodes:
+                nodes.append(n)
+    if not picked and not nodes:
+        return list(config.services), list(config.nodes), False
+    names = {n.name for n in nodes}
+    services = list(picked)
+    if names:
+        on_nodes = [s for s in config.services if s.node in names]
+        services = [s for s in services if s.node in names] if picked else on_nodes
+    wanted = names | {s.node for s in services}
+    return services, [n for n in config.nodes if n.name in wanted], True
+
+
+_COMMAND_TEXT = {"settings": "settings", "status": "status", "throughput": "throughput", "gpus": "gpus",
+                 "logs": "logs", "audit": "history", "restart": "restart", "bench": "bench",
+                 "unsilence": "unsilence", "unlock": "unlock", "help": "help", "chart_throughput": "chart throughput",
+                 "chart_loads": "chart loads", "chart_bench": "chart bench", "smalltalk": "help"}
+
+
+def command_text(name: str, services: Sequence[Service], nodes: Sequence[Node], args: Args | None = None,
+                 explicit: bool = True) -> str:
+    """A full command that asks for ``name`` about these targets ("status kimi", "compare kimi and qwen")."""
+    names = list(dict.fromkeys(s.name for s in services)) if explicit else []
+    node_names = [n.name for n in nodes] if explicit and not names else []
+    who = " ".join(names or node_names)
+    a = args or Args()
+    if name == "compare":
+        pair = names or node_names
+        return "compare " + " and ".join(pair[:2]) if len(pair) >= 2 else "compare"
+    if name == "flag":
+        what = a.env if a.env else f"--{a.flag}" if a.flag else "--max-model-len"
+        return f"{what} of {who}" if who else what
+    if name == "silence":
+        return f"silence {who} 1h" if who else "silence"
+    if name == "changes":
+        return f"what changed on {who}" if who else "what changed"
+    if name == "restarts":
+        return f"restart history {who}".strip()
+    return f"{_COMMAND_TEXT.get(name, name)} {who}".strip()
+
+
+def _split_slashes(w: Words, index: NameIndex) -> Words:
+    """"ttft/itl", "p50/p99" are two words; a path, a model id ("Qwen/Qwen3-32B") and "tok/s" stay one."""
+    if not any("/" in t.norm for t in w.tokens):
+        return w
+    out: list[Token] = []
+    moved: dict[int, int] = {}
+    for t in w.tokens:
+        moved[t.index] = len(out)
+        parts = t.norm.split("/")
+        if (t.norm.startswith("/") or t.norm in ("tok/s", "tokens/s", "t/s") or index.exact(t.norm) is not None
+                or len(parts) != 2 or not all(len(p) >= 2 and p[:1].isalpha() for p in parts)):
+            out.append(replace(t, index=len(out)))
+            continue
+        for p in parts:
+            out.append(replace(t, norm=p, raw=p, stem=stem(p), index=len(out)))
+    clauses = tuple(replace(c, start=moved.get(c.start, len(out)),
+                            end=moved[c.end] if c.end in moved else len(out)) for c in w.clauses)
+    return replace(w, tokens=tuple(out), clauses=clauses,
+                   assignments=tuple((moved[i], v) for i, v in w.assignments if i in moved))
+
+
+def _joined(w: Words, clause: int) -> bool:
+    """Two questions in one sentence: joined by "and", "also", "plus" or "&"."""
+    return any(t.norm in ("and", "also", "plus", "&", "then") for t in w.clause_tokens(clause))
+
+
+def _family(name: str) -> str:
+    if name in ("restart", "restarts"):
+        return "restart"
+    return command(name).family or name
+
+
+def _chosen_targets(found: _Found, w: Words, clause: int | None) -> list[Target]:
+    """The names of the answering clause, else of the whole message."""
+    if clause is not None:
+        here = found.in_clause(clause, w.tokens)
+        if here:
+            return here
+    return list(found.targets)
+
+
+def understand(message: Message, config: BotConfig, aliases: Aliases | None = None) -> Reading:
+    """Read ``message`` against ``config`` (and the services' other names, ``aliases``). Never raises."""
+    index = NameIndex.build(config, aliases)
+    known = _known(index)
+    w = _split_slashes(words(message), index)
+    w = lexicon.translate(w, lambda x: x in known or _is_word(x) or index.exact(x) is not None)
+    setting = settings_words.find(w)
+    found = _names(w, index, set(setting.tokens) if setting else set())
+    clauses = _rank(w, found, setting, known)
+    unknown_words = list(dict.fromkeys(t.norm for t in found.unknown))
+    suggestions = list(dict.fromkeys(s for u in unknown_words for s in index.suggest(u)))
+
+    placed = [c for c in clauses if c.best and c.best[0][1] >= CONFIDENT]
+    primary = next((c for c in placed if c.asking), placed[0] if placed else None)
+    if primary is None and clauses:
+        primary = max(clauses, key=lambda c: c.best[0][1] if c.best else 0.0)
+    best = primary.best if primary else []
+
+    reading = Reading(command=command("help"), unknown=unknown_words, suggestions=suggestions)
+    chosen = _chosen_targets(found, w, primary.index if primary else None)
+    services, nodes, explicit = _targets(config, chosen)
+    reading.services, reading.nodes, reading.explicit_target = services, nodes, explicit
+    reading.named_services = list(dict.fromkeys(s.name for t in chosen for s in t.services))
+    reading.named_nodes = list(dict.fromkeys(n.name for t in chosen for n in t.nodes))
+
+    if not best or best[0][1] < 1.0:
+        return _unplaced(reading, w, best)
+    name, top = best[0]
+    second = next(((n, s) for n, s in best[1:] if _family(n) != _family(name)), None)
+    reading.command, reading.intent, reading.score = command(name), name, round(top, 2)
+
+    if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
+        _order(reading, primary, w, found, message.to_other)
+    elif second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None:
+        if _joined(w, primary.index) and primary.scores.words_of(second[0]):
+            # "kimi status and gpus": answer the first, offer the second.
+            if primary.scores.first_at(second[0]) < primary.scores.first_at(name):
+                name, second = second[0], (name, top)
+                reading.command, reading.intent = command(name), name
+            reading.offers.append(command_text(second[0], services, nodes, explicit=explicit))
+        else:
+            reading.asked = True
+            reading.offers = [command_text(n, services, nodes, explicit=explicit) for n in (name, second[0])]
+    # A second question in a later clause: the first is answered, the second offered.
+    later = [c for c in clauses if primary is not None and c.index > primary.index and c.best
+             and c.best[0][1] >= CONFIDENT and _family(c.best[0][0]) != _family(reading.intent) and c.asking]
+    if later and not reading.asked:
+        other = later[0].best[0][0]
+        if command(other).family is None and other not in _INFO_OF:
+            tgt = _chosen_targets(found, w, later[0].index)
+            s2, n2, e2 = _targets(config, tgt) if tgt else (services, nodes, explicit)
+            reading.offers.append(command_text(other, s2, n2, explicit=e2))
+    skip = found.tokens | (setting.tokens if setting else set())
+    reading.args = arguments.parse(reading.command, w, message, setting, reading.args.negated, skip)
+    if reading.command.name == "flag" and setting is None:
+        # "flag" scored on its own words without naming one: the settings answer.
+        reading.command, reading.intent = command("settings"), "settings"
+        reading.args = arguments.parse(reading.command, w, message, None, False, skip)
+    return reading
+
+
+def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]]) -> Reading:
+    """Nothing placed with confidence: a name alone is its status; emoji alone is small talk; else short help
+    with the best guesses as full commands."""
+    live = [t for t in w.tokens if not t.marked]
+    if reading.explicit_target:
+        reading.command, reading.intent, reading.score = command("status"), "status", 1.0
+        return reading
+    if not live and w.emoji:
+        reading.command, reading.intent, reading.score = command("smalltalk"), "smalltalk", 1.0
+        return reading
+    if reading.unknown:
+        reading.command, reading.intent = command("status"), "status"  # "llama?": I don't know llama
+        return reading
+    reading.matched, reading.intent = False, "unclear"
+    reading.offers = [command_text(n, reading.services, reading.nodes, explicit=reading.explicit_target)
+                      for n, _ in best[:2] if command(n).family is None or n == "restarts"]
+    return reading
+
+
+def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, to_other: bool) -> None:
+    """Restart, bench, silence, unsilence, unlock: an order only when it is one (``orders.decide``)."""
+    name = reading.command.name
+    family = reading.command.family
+    order_name = name if reading.command.confirm else next(
+        (c.name for c in COMMANDS if c.confirm and c.family == family), name)
+    order = command(order_name)
+    verb: Token | None = None
+    if primary is not None:
+        # Not a word a phrase of another command took ("restart history", "restart count").
+        other = {i for h in primary.scores.hits if len(h.words) > 1
+                 and order_name not in {c for c, _ in h.credits} for i in h.tokens}
+        typos = {i for h in primary.scores.hits if h.typo and order_name in {c for c, _ in h.credits}
+                 for i in h.tokens}
+        clause = [t for t in w.tokens if t.clause <= primary.index and t.index not in other]
+        here = [t for t in clause if t.clause == primary.index] + [t for t in clause if t.clause != primary.index]
+        verb = next((t for t in here if t.norm in order.verbs or t.index in typos), None)
+        if verb is not None and verb.norm == "kick" and order_name == "restart" and any(
+                u.index == verb.index + 1 and u.norm == "off" for u in w.tokens):
+            verb = None  # "kick off a benchmark"
+    if verb is None:
+        if not reading.command.confirm:
+            return  # "restart history", "restarted": the answer about it
+        decision: orders.Decision = "ask"
+    else:
+        decision = orders.decide(w, verb, found.tokens, allow_time=family == "silence", to_other=to_other)
+    if decision == "order" and not reading.explicit_target:
+        decision = "ask"  # an order aimed at no service: which one?
+    if decision == "order":
+        reading.command, reading.intent = order, order_name
+        return
+    info = command(_INFO_OF.get(order_name, "restarts"))
+    reading.command, reading.intent = info, info.name
+    if decision == "negated":
+        reading.args = Args(negated=True)
+    elif decision == "ask":
+        reading.asked = True
+        text = command_text(order_name, reading.services, reading.nodes, explicit=reading.explicit_target)
+        who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else "a service"
+        reading.note = f"Did you want me to {_VERB[order_name]} {who}? Say `{text}`."
+        reading.offers = [text]
