@@ -50,6 +50,8 @@ _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
          "unlock": "clear the restart lock of"}
 _SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until"})
+_MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
+                           "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
                           "every", "another", "one", "any"})
 _NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
@@ -138,14 +140,17 @@ def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
     """Every word that names a target; and the words that stand where a name stands but name nothing."""
     found = _Found()
     toks = words_.tokens
-    anchor = _COMMAND_WORDS | scoring.vocabulary()
+    anchor = _COMMAND_WORDS | scoring.strong_words()
+    values = {i + 1 for i, _ in words_.assignments}  # NCCL_PROTO=LL: "LL" is a value
     for i, t in enumerate(toks):
-        if t.index in taken or t.cjk or t.translated:
+        if t.index in taken or t.cjk or t.translated or t.index in values:
             continue
         target = index.exact(t.norm) or index.variant(t.norm)
         if target is None and not _is_word(t.norm) and not _looks_like_value(t):
             target = index.typo(t.norm)
-        if target is not None and i > 0 and toks[i - 1].norm in ("not", "except", "excluding", "besides"):
+        if target is not None and i > 0 and not toks[i - 1].translated and (
+                toks[i - 1].norm in ("except", "excluding", "besides")
+                or (toks[i - 1].norm == "not" and (i < 2 or toks[i - 2].part != toks[i - 1].part))):
             found.tokens.add(t.index)  # "restart kimi, not qwen": named, and left out
             continue
         if target is not None:
@@ -153,12 +158,13 @@ def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
             found.where.append(t.index)
             found.tokens.add(t.index)
             continue
-        if t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm):
+        if (t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm)
+                or t.norm.endswith("ing") or _chart_cue(t)):
             continue
         prev = toks[i - 1].norm if i > 0 and toks[i - 1].part == t.part else None
         nxt = toks[i + 1].norm if i + 1 < len(toks) and toks[i + 1].part == t.part else None
         before2 = toks[i - 2] if i > 1 else None
-        after_command = prev in _COMMAND_WORDS or (i > 0 and toks[i - 1].index in taken) or (
+        after_command = prev in _COMMAND_WORDS or (
             prev in _PREPOSITIONS and before2 is not None and (before2.norm in anchor or before2.index in taken))
         slot = (after_command or t.possessive or nxt in _COMMAND_WORDS
                 or (prev in _PREPOSITIONS and _name_shaped(t.norm))
@@ -203,7 +209,8 @@ def _order_verbs() -> dict[str, str]:
     return out
 
 
-def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int) -> None:
+def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int,
+            names: set[int]) -> None:
     """What the words alone cannot weigh: a flag named, two targets compared, a chart asked for, an order's
     verb opening the sentence, a restart word used as a noun, small talk beside a question."""
     by = scores.by_command
@@ -229,14 +236,28 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
         pair = n_targets >= 2 or any(len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each")
                                      for h in scores.words_of("compare"))
         by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
+    # What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
+    # nccl change?"): its words weigh half.
+    # A question word opening the sentence ("when did …") is not one; the context ends at the next part or
+    # question ("if qwen OOMs again, do we restart it").
+    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")), None)
+    if sub_at is not None:
+        end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
+                    or clause[i].norm in _MAIN_OPENERS), len(clause))
+        span = {t.index for t in clause[sub_at + 1:end]}
+        for h in scores.hits:
+            if h.start in span:
+                for c, wt in h.credits:
+                    by[c] = by.get(c, 0.0) - wt / 2
     # Settings words as what changed or what is compared ("did anyone change the nccl env").
     if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
         by["settings"] *= 0.5
     for h in scores.hits:
         credited = {c for c, _ in h.credits}
         pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
-        before = clause[pos - 1].norm if pos > 0 else ""
-        if credited & {"restart", "restarts"}:
+        # The word before, names skipped ("the last kimi restart").
+        before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")
+        if credited & {"restart", "restarts"} and len(h.words) == 1:
             if before in _NOUN_BEFORE:
                 # "after the restart", "the last restart": about restarts, not one.
                 for c in ("restart", "restarts"):
@@ -245,10 +266,14 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
                 by["restarts"] = by.get("restarts", 0.0) + 2.0  # "don't restart kimi" is about restarting
     # An order's verb opening the sentence: "restart kimi when the load is done" is about the restart.
     verbs = _order_verbs()
-    lead = next((t for t in clause if t.norm not in orders.LEAD and t.norm not in orders.POLITE
-                 and t.norm not in orders.YOU), None)
-    if lead is not None and lead.norm in verbs and lead.norm not in _shared_verbs() and by.get(verbs[lead.norm]):
-        by[verbs[lead.norm]] += 2.0
+    boosted: set[str] = set()
+    for part in dict.fromkeys(t.part for t in clause):
+        lead = next((t for t in clause if t.part == part and t.norm not in orders.LEAD
+                     and t.norm not in orders.POLITE and t.norm not in orders.YOU), None)
+        if (lead is not None and lead.norm in verbs and lead.norm not in _shared_verbs()
+                and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted):
+            by[verbs[lead.norm]] += 2.0
+            boosted.add(verbs[lead.norm])
     if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
         by["smalltalk"] = by["smalltalk"] * 0.3
 
@@ -276,7 +301,7 @@ def _rank(words_: Words, found: _Found, setting: Setting | None, known: frozense
             continue
         carried = []
         s = scoring.score(toks, taken, known)
-        _adjust(s, toks, setting, distinct)
+        _adjust(s, toks, setting, distinct, found.tokens)
         live = [t for t in toks if not t.marked]
         lead = next((t for t in live if t.norm not in orders.LEAD), None)
         asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
@@ -410,6 +435,8 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     second = next(((n, s) for n, s in best[1:] if _family(n) != _family(name)), None)
     reading.command, reading.intent, reading.score = command(name), name, round(top, 2)
 
+    if all(t.marked for t in w.tokens) and _family(name) != "restart":
+        return _unplaced(reading, w, best, paste=True)  # a paste with no question ("```+---- NVIDIA-SMI")
     if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
         _order(reading, primary, w, found, message.to_other)
     elif second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None:
@@ -440,11 +467,11 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     return reading
 
 
-def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]]) -> Reading:
+def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: bool = False) -> Reading:
     """Nothing placed with confidence: a name alone is its status; emoji alone is small talk; else short help
     with the best guesses as full commands."""
     live = [t for t in w.tokens if not t.marked]
-    if reading.explicit_target:
+    if reading.explicit_target and not paste:
         reading.command, reading.intent, reading.score = command("status"), "status", 1.0
         return reading
     if not live and w.emoji:
@@ -485,7 +512,7 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, t
         decision: orders.Decision = "ask"
     else:
         decision = orders.decide(w, verb, found.tokens, allow_time=family == "silence", to_other=to_other)
-    if decision == "order" and not reading.explicit_target:
+    if decision == "order" and not reading.explicit_target and not reading.unknown:
         decision = "ask"  # an order aimed at no service: which one?
     if decision == "order":
         reading.command, reading.intent = order, order_name

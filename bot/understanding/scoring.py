@@ -38,7 +38,8 @@ class Scores:
 
     def best(self) -> list[tuple[str, float]]:
         """Commands by score, best first (only those that scored)."""
-        return sorted(((c, s) for c, s in self.by_command.items() if s > 0), key=lambda p: -p[1])
+        # A tie goes to the command named first ("logs from the last restart").
+        return sorted(((c, s) for c, s in self.by_command.items() if s > 0), key=lambda p: (-p[1], self.first_at(p[0])))
 
     def words_of(self, command: str) -> list[Hit]:
         """The phrases that scored for ``command``."""
@@ -67,7 +68,9 @@ def _phrases(commands: tuple[Command, ...] = COMMANDS) -> tuple[_Phrase, ...]:
         for level in ("strong", "medium", "weak"):
             for term in getattr(c.words, level):
                 words = tuple(term.lower().split())
-                stems = tuple(stem(w) for w in words)
+                # "=doing": this spelling only (its stem "do" is every "do").
+                stems = tuple(w if w.startswith("=") else stem(w) for w in words)
+                words = tuple(w.lstrip("=") for w in words)
                 credits = grouped.setdefault(stems, {})
                 credits[c.name] = max(credits.get(c.name, 0.0), WEIGHTS[level])
                 spelled.setdefault(stems, set()).add(" ".join(words))
@@ -75,6 +78,13 @@ def _phrases(commands: tuple[Command, ...] = COMMANDS) -> tuple[_Phrase, ...]:
                    frozenset(w for sp in spelled[stems] for w in sp.split()))
            for stems, credits in grouped.items()]
     return tuple(sorted(out, key=lambda p: -len(p.stems)))
+
+
+@functools.cache
+def strong_words() -> frozenset[str]:
+    """The single words that name a command on their own ("status", "logs", "thruput")."""
+    return frozenset(w for p in _phrases() if len(p.stems) == 1 and max(c for _, c in p.credits) >= 3.0
+                     for w in (*p.spellings, *p.stems))
 
 
 @functools.cache
@@ -88,7 +98,7 @@ def vocabulary() -> frozenset[str]:
 
 
 def _same(t: Token, word: str, stem_: str) -> bool:
-    return t.norm == word or t.stem == stem_
+    return t.norm == word or (t.stem == stem_ and not stem_.startswith("="))
 
 
 def _typo(t: Token, word: str) -> bool:
