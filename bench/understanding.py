@@ -89,8 +89,6 @@ def config() -> BotConfig:
 
 def _args(reading_args: dict[str, object]) -> dict[str, object]:
     out = {k: v for k, v in reading_args.items() if k in ARG_KEYS and v not in (None, False, "")}
-    if "env_value" in reading_args and reading_args["env_value"] is not None:
-        out["value"] = reading_args["env_value"]
     return out
 
 

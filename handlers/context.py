@@ -37,7 +37,7 @@ class Args(BaseModel):
     focus: Focus | None = None  # settings: one part of the card
     flag: str | None = None  # the canonical vLLM flag asked about (without ``--``)
     env: str | None = None  # the environment variable asked about ("NCCL_PROTO")
-    env_value: str | None = None  # "are we still on NCCL_PROTO=LL?": the value to compare with
+    value: str | None = None  # "are we still on NCCL_PROTO=LL?", "tp is 8 right?": the value to check
     duration_s: float | None = Field(default=None, gt=0)  # silence: for how long
     reason: str = ""  # silence: why (cleaned: one line, redacted, no markup)
     negated: bool = False  # restarts: "don't restart kimi"

@@ -125,7 +125,7 @@ def env_sections(st: ServiceState, ctx: Context, name: str, expected: str | None
 async def handle(ctx: Context, req: Request) -> Reply:
     """Probe the targets and describe their settings (or one flag, or one environment variable, of them)."""
     focus, flag, env = req.args.focus, req.args.flag, req.args.env
-    expected = req.args.env_value
+    expected = req.args.value
 
     # The asked flag's (or variable's) value on each service, read while its record is still there (see
     # service_cards).
@@ -139,6 +139,11 @@ async def handle(ctx: Context, req: Request) -> Reply:
         if flag and st.state != "unreachable":
             values.append({"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
                            "value": (st.model if flag == "model" else st.flags.get(flag))})
+            if expected is not None:
+                shown = flag_value(st, flag)
+                same = _same_value(st.model if flag == "model" else st.flags.get(flag), expected)
+                verdict = f"Yes — --{flag} is {shown}." if same else f"No — --{flag} is {shown}, not {expected}."
+                return [*service_sections(st, c, focus, flag), Section(kind="text", text=verdict)]
         return service_sections(st, c, focus, flag)
 
     cards = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
@@ -161,5 +166,23 @@ async def handle(ctx: Context, req: Request) -> Reply:
             env_var["matches"] = bool(values) and all(v["value"] == expected for v in values)
         reply.data["env_var"] = env_var
     elif flag:
-        reply.data["flag"] = {"name": flag, "values": values}
+        flag_data: dict[str, object] = {"name": flag, "values": values}
+        if expected is not None:
+            flag_data["expected"] = expected
+            flag_data["matches"] = bool(values) and all(_same_value(v["value"], expected) for v in values)
+        reply.data["flag"] = flag_data
     return reply
+
+
+def _same_value(value: object, expected: str) -> bool:
+    """A flag's value and the one asked about are the same ("0.95" and "0.950", "true" and a switch)."""
+    if isinstance(value, list):
+        return expected in [str(v) for v in value]
+    if isinstance(value, bool):
+        return expected.lower() in (("true", "on", "yes", "1") if value else ("false", "off", "no", "0"))
+    if value is None:
+        return False
+    try:
+        return float(str(value)) == float(expected)
+    except ValueError:
+        return str(value) == expected

@@ -56,10 +56,19 @@ def _part(words: Words, verb: Token) -> list[Token]:
     return [t for t in words.tokens if t.part == verb.part]
 
 
+def _negation(t: Token) -> bool:
+    """"don't", "wouldn't", "shouldnt", "never", "not" …"""
+    return t.norm in NEGATIONS or t.norm.endswith("n't") or (t.norm.endswith("nt") and t.norm[:-2] in (
+        "wouldn", "couldn", "shouldn", "don", "didn", "doesn", "mustn", "won", "can", "isn", "wasn"))
+
+
 def negated(words: Words, verb: Token) -> bool:
     """A negation next to the verb ("don't restart kimi", "kimi nicht neu starten", "kimiは再起動しないで"), or
     a retraction after it anywhere ("restart kimi… actually no, wait", "~bounce qwen~ nvm")."""
-    if any(t.norm in NEGATIONS for t in _part(words, verb) if t.index != verb.index):
+    part = _part(words, verb)
+    if any(_negation(t) for t in part if t.index != verb.index):
+        return True
+    if any(_has_phrase(part, p) for p in (("hold", "off"), ("no", "need"), ("no", "reason"))):
         return True
     after = [t for t in words.tokens if t.index > verb.index]
     return any(_has_phrase(after, r) for r in RETRACTIONS)

@@ -233,7 +233,8 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
                           if c == name and w >= 3.0 and len(h.words) > 1)
             by[name] = phrases if name == "chart_loads" else 0.0
     if by.get("compare"):
-        pair = n_targets >= 2 or any(len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each")
+        # One flag across two services is that flag's answer (it lists each value), not a comparison.
+        pair = (n_targets >= 2 and not (setting is not None and setting.tokens & idx)) or any(len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each")
                                      for h in scores.words_of("compare"))
         by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
     # What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
