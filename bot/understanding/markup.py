@@ -109,7 +109,12 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     text = _ENTITY.sub(" ", text)
     # Slack escapes exactly these three; a terminal's text is taken as typed.
     unescape = html.unescape if surface == "slack" else (lambda s: s)
-    text = _SHORTCODE.sub(lambda m: (emoji.append(m.group(1)), " ")[1], text)
+
+    def shortcode(m: re.Match[str]) -> str:
+        emoji.append(m.group(1))
+        return " "
+
+    text = _SHORTCODE.sub(shortcode, text)
     text = _emoji_chars(text, emoji)
     segments: list[Segment] = []
     pos = 0

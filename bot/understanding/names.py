@@ -113,6 +113,8 @@ class NameIndex:
         for name in [*self.services, *self.nodes, *self.variants]:
             if abs(len(name) - len(w)) > 2 or not _same_shape(w, name):
                 continue
+            if len(name) <= 4 and len(w) == len(name) and sorted(w) != sorted(name):
+                continue  # a short name with one letter changed is another word ("qwer"), not a typo
             d = OSA.distance(w, name, score_cutoff=2)
             if d <= (2 if len(name) >= 8 else 1) and (best is None or d < best[0]):
                 best = (d, name)

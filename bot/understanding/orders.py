@@ -6,6 +6,7 @@ not to ("don't restart kimi"), or, in doubt, a question back ("Did you want me t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Literal
 
@@ -40,7 +41,7 @@ QUESTION_OPENERS = frozenset(
 # Words that may come before the verb of an imperative.
 LEAD = frozenset(
     "hey hi ok okay so and but now then um hmm pls plz please kindly just go ahead yes yeah yep alright right "
-    "also force quickly quick again bot inferbot team folks guys".split()
+    "also force quickly quick again bot inferbot /inferbot team folks guys".split()
 )
 POLITE = frozenset({"can", "could", "would", "will"})
 YOU = frozenset({"you", "u", "ya"})
@@ -76,7 +77,7 @@ def negated(words: Words, verb: Token) -> bool:
 
 def _clock_time(tokens: Sequence[Token]) -> bool:
     """ "in 10 min", "in an hour", "at 5pm", "at 13:00": a time the order is for."""
-    for a, b in zip(tokens, tokens[1:], strict=False):
+    for a, b in itertools.pairwise(tokens):
         if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit")):
             return True
         if a.norm == "at" and b.norm[:1].isdigit():

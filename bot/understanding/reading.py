@@ -234,8 +234,9 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
             by[name] = phrases if name == "chart_loads" else 0.0
     if by.get("compare"):
         # One flag across two services is that flag's answer (it lists each value), not a comparison.
-        pair = (n_targets >= 2 and not (setting is not None and setting.tokens & idx)) or any(len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each")
-                                     for h in scores.words_of("compare"))
+        one_flag = setting is not None and bool(setting.tokens & idx)
+        pair = (n_targets >= 2 and not one_flag) or any(
+            len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each") for h in scores.words_of("compare"))
         by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
     # What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
     # nccl change?"): its words weigh half.
@@ -385,6 +386,25 @@ def _split_slashes(w: Words, index: NameIndex) -> Words:
                    assignments=tuple((moved[i], v) for i, v in w.assignments if i in moved))
 
 
+def _without_reason(w: Words) -> Words:
+    """"silence kimi 2h restart gpus after the status logs are saved": what follows a silence's duration is
+    its reason (``arguments`` reads it from the text), never names or other commands."""
+    silence = command("silence")
+    lead = next((t for t in w.tokens if t.norm not in orders.LEAD), None)
+    if lead is None or lead.norm not in silence.verbs:
+        return w
+    toks = list(w.tokens)
+    for i, t in enumerate(toks):
+        nxt = toks[i + 1:i + 2]
+        if arguments.window([t]) is not None or (t.norm.isdigit() and nxt and arguments.window([t, nxt[0]])):
+            cut = i + (1 if arguments.window([t]) is not None else 2)
+            kept = tuple(toks[:cut])
+            clauses = tuple(c for c in w.clauses if c.start < cut)
+            clauses = tuple(replace(c, end=min(c.end, cut)) for c in clauses)
+            return replace(w, tokens=kept, clauses=clauses)
+    return w
+
+
 def _joined(w: Words, clause: int) -> bool:
     """Two questions in one sentence: joined by "and", "also", "plus" or "&"."""
     return any(t.norm in ("and", "also", "plus", "&", "then") for t in w.clause_tokens(clause))
@@ -411,6 +431,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     known = _known(index)
     w = _split_slashes(words(message), index)
     w = lexicon.translate(w, lambda x: x in known or _is_word(x) or index.exact(x) is not None)
+    w = _without_reason(w)
     setting = settings_words.find(w)
     found = _names(w, index, set(setting.tokens) if setting else set())
     clauses = _rank(w, found, setting, known)
@@ -440,6 +461,8 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         return _unplaced(reading, w, best, paste=True)  # a paste with no question ("```+---- NVIDIA-SMI")
     if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
         _order(reading, primary, w, found, message.to_other)
+        if not reading.matched:
+            return _unplaced(reading, w, best)
     elif second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None:
         if _joined(w, primary.index) and primary.scores.words_of(second[0]):
             # "kimi status and gpus": answer the first, offer the second.
@@ -503,13 +526,19 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, t
                  for i in h.tokens}
         clause = [t for t in w.tokens if t.clause <= primary.index and t.index not in other]
         here = [t for t in clause if t.clause == primary.index] + [t for t in clause if t.clause != primary.index]
-        verb = next((t for t in here if t.norm in order.verbs or t.index in typos), None)
+        stems = {stem(v) for v in order.verbs}
+        verb = next((t for t in here if t.norm in order.verbs or t.index in typos), None) or next(
+            (t for t in here if t.stem in stems and t.norm not in ("run", "do", "start", "turn", "end")), None)
         if verb is not None and verb.norm == "kick" and order_name == "restart" and any(
                 u.index == verb.index + 1 and u.norm == "off" for u in w.tokens):
             verb = None  # "kick off a benchmark"
     if verb is None:
         if not reading.command.confirm:
             return  # "restart history", "restarted": the answer about it
+        if reading.score < 3.0:
+            # Only a hint of an order ("alert"), no verb: nothing placed.
+            reading.command, reading.intent, reading.matched = command("help"), "unclear", False
+            return
         decision: orders.Decision = "ask"
     else:
         decision = orders.decide(w, verb, found.tokens, allow_time=family == "silence", to_other=to_other)

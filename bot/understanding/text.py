@@ -151,8 +151,8 @@ def words(message: Message) -> Words:
                 part += 1
             tokens.append(Token(
                 norm=norm, raw=raw, stem=norm if cjk else stem(norm), index=len(tokens), clause=len(clauses),
-                part=part, marked=seg.marked, quoted=seg.quoted, struck=seg.struck, code=seg.code, possessive=possessive,
-                cjk=cjk))
+                part=part, marked=seg.marked, quoted=seg.quoted, struck=seg.struck, code=seg.code,
+                possessive=possessive, cjk=cjk))
     close(question)
     # A question mark ends its clause; a message of one clause written as a question is one.
     return Words(tokens=tuple(tokens), clauses=tuple(clauses), emoji=message.emoji,
