@@ -156,7 +156,7 @@ def _same_shape(word: str, name: str) -> bool:
 
 def _parts(alias: str) -> set[str]:
     """The distinctive parts of a name: each piece between separators, and adjacent pieces joined."""
-    pieces = [p for p in _SPLIT.split(alias.lower().strip("/")) if p]
+    pieces = [p for p in _SPLIT.split(alias.lower().strip("/").removesuffix(".service")) if p]
     out: set[str] = set()
     for i in range(len(pieces)):
         for j in range(i + 1, min(len(pieces), i + 3) + 1):

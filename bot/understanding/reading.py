@@ -159,7 +159,7 @@ def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
             found.tokens.add(t.index)
             continue
         if (t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm)
-                or t.norm.endswith("ing") or _chart_cue(t)):
+                or _chart_cue(t)):
             continue
         prev = toks[i - 1].norm if i > 0 and toks[i - 1].part == t.part else None
         nxt = toks[i + 1].norm if i + 1 < len(toks) and toks[i + 1].part == t.part else None
@@ -168,7 +168,7 @@ def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
             prev in _PREPOSITIONS and before2 is not None and (before2.norm in anchor or before2.index in taken))
         slot = (after_command or t.possessive or nxt in _COMMAND_WORDS
                 or (prev in _PREPOSITIONS and _name_shaped(t.norm))
-                or (prev in ("is", "are", "was") and (nxt in _STATES or nxt in _PREPOSITIONS or nxt == "still")))
+                or (prev in ("is", "are", "was") and (nxt in _STATES or nxt == "still")))
         if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())):
             found.unknown.append(t)
     return found
