@@ -74,8 +74,8 @@ async def test_unknown_names_aliases_and_flags(make_cluster: MakeCluster) -> Non
     cluster = await ready_kimi(make_cluster)
     async with runtime(cluster.config) as rt:
         ctx = rt.context(Asker(surface="json"))
-        for text in ("status gpu-c", "gpus gpu-c", "is gpu-c up?", "settings kimmi", "logs kimmi",
-                     "throughput for kimmi", "compare kimmi and kimi"):
+        for text in ("status gpu-c", "gpus gpu-c", "is gpu-c up?", "settings kimi2", "logs kimi2",
+                     "throughput for kimi2", "compare kimi2 and kimi"):
             reply = await answer(text, ctx)
             out = render_text(reply)
             assert reply.ok is False and reply.title == "Unknown service or node", text
@@ -127,9 +127,10 @@ async def ok_of(config: BotConfig, texts: list[str]) -> dict[str, dict[str, Any]
 
 async def test_ok_for_every_intent(make_cluster: MakeCluster) -> None:
     cluster = await ready_kimi(make_cluster)
+    # "restart" alone is no order (it names no service): the restart information, asking which one.
     answered = ["settings", "status", "throughput", "gpus", "logs kimi", "what changed on kimi", "audit", "help",
-                "who can restart kimi?", "don't restart kimi", "what's --max-model-len on kimi", ""]
-    refused = ["status gpu-c", "settings for nope", "asdf qwer zxcv", "restart kimi", "compare kimi", "restart"]
+                "who can restart kimi?", "don't restart kimi", "what's --max-model-len on kimi", "", "restart"]
+    refused = ["status gpu-c", "settings for nosuch", "asdf qwer zxcv", "restart kimi", "compare kimi"]
     got = await ok_of(cluster.config, answered + refused)
     assert {t: got[t]["ok"] for t in answered} == dict.fromkeys(answered, True)
     assert {t: got[t]["ok"] for t in refused} == dict.fromkeys(refused, False)

@@ -553,7 +553,12 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, t
         reading.args = Args(negated=True)
     elif decision == "ask":
         reading.asked = True
-        text = command_text(order_name, reading.services, reading.nodes, explicit=reading.explicit_target)
-        who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else "a service"
-        reading.note = f"Did you want me to {_VERB[order_name]} {who}? Say `{text}`."
-        reading.offers = [text]
+        if reading.explicit_target:
+            text = command_text(order_name, reading.services, reading.nodes)
+            who = " ".join(dict.fromkeys(s.name for s in reading.services))
+            reading.note = f"Did you want me to {_VERB[order_name]} {who}? Say `{text}`."
+            reading.offers = [text]
+        else:
+            names = ", ".join(dict.fromkeys(s.name for s in reading.services)) or "none configured"
+            reading.note = (f"Did you want me to {_VERB[order_name]} a service? Name it: "
+                            f"`{command_text(order_name, [], [])} SERVICE` (services: {names}).")
