@@ -37,12 +37,13 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.app import Runtime
 from bot.dispatch import answer
-from bot.slack import guards, home, restart_actions
+from bot.slack import guards, home, restart_actions, suggest_actions
 from bot.slack.blocks import SlackMessage, attachment_sections, render_messages
 from bot.slack.charts import upload_chart
 from bot.slack.client import api_base_url, make_client, require_token, retry_handlers
-from bot.slack.guards import RateLimiter, TtlSet, Verdict, clean_text, rate_limit_text
+from bot.slack.guards import RateLimiter, TtlSet, Verdict, rate_limit_text
 from bot.slack.posting import post_message
+from bot.understanding.markup import Message, read
 from config.models import SlackSettings
 from handlers.context import Asker
 from handlers.reply import Attachment, Reply
@@ -142,7 +143,7 @@ class SlackBot:
 
     # -- answering
     async def answer_and_post(
-        self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
+        self, *, kind: str, text: str | Message, user: str, channel: str, thread_ts: str | None,
         client: AsyncWebClient, response_url: str | None = None,
     ) -> None:
         started = time.monotonic()
@@ -243,8 +244,8 @@ class SlackBot:
                                         "outcome": "rate-limited"})
 
     # -- one question from an event
-    async def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
-                          client: AsyncWebClient) -> None:
+    async def on_question(self, *, kind: str, text: str | Message, user: str, channel: str,
+                          thread_ts: str | None, client: AsyncWebClient) -> None:
         verdict = await self.check_rate(user)
         if verdict.allowed:
             self.spawn(self.answer_and_post(kind=kind, text=text, user=user, channel=channel,
@@ -314,12 +315,12 @@ def build_app(
     guards.register(app, bot)  # redeliveries, bots, duplicates across replicas: acked, not answered
 
     async def on_mention(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
-        await bot.on_question(kind="mention", text=clean_text(event.get("text", ""), context.bot_user_id),
+        await bot.on_question(kind="mention", text=read(event.get("text", ""), "slack", context.bot_user_id),
                         user=event["user"], channel=event["channel"],
                         thread_ts=event.get("thread_ts") or event.get("ts"), client=client)
 
     async def on_dm(event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient) -> None:
-        await bot.on_question(kind="dm", text=clean_text(event.get("text", ""), context.bot_user_id),
+        await bot.on_question(kind="dm", text=read(event.get("text", ""), "slack", context.bot_user_id),
                         user=event["user"], channel=event["channel"], thread_ts=event.get("thread_ts"),
                         client=client)
 
@@ -332,7 +333,7 @@ def build_app(
                                             "channel": channel, "outcome": "rate-limited"})
             return
         await ack(text=ACK_TEXT, response_type="ephemeral")
-        bot.spawn(bot.answer_and_post(kind="command", text=clean_text(command.get("text", ""), None), user=user,
+        bot.spawn(bot.answer_and_post(kind="command", text=read(command.get("text", ""), "slack"), user=user,
                                       channel=channel, thread_ts=None, client=client,
                                       response_url=command.get("response_url")), "command")
 
@@ -358,6 +359,7 @@ def build_app(
         app.action(action_id)(on_restart)
         reg.actions.add(action_id)
     home.register(app, bot)  # the App Home dashboard: app_home_opened, home_refresh, home_restart
+    suggest_actions.register(app, bot)  # "Did you mean `status kimi`?": a click asks it
     app.error(on_error)
     return app
 
