@@ -308,7 +308,8 @@ def _rank(words_: Words, found: _Found, setting: Setting | None, known: frozense
         lead = next((t for t in live if t.norm not in orders.LEAD), None)
         asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
                                                       or lead.norm in _ASKING_VERBS)) or any(
-            t.norm in ("pls", "please", "plz") for t in live)
+            t.norm in ("pls", "please", "plz") for t in live) or bool(
+            live and live[0].norm in ("also", "btw", "plus", "and", "separately"))  # "… also gpus"
         out.append(_Clause(c.index, s, s.best(), asking))
     return out
 
