@@ -149,3 +149,42 @@ async def test_ok_for_every_intent(make_cluster: MakeCluster) -> None:
     assert mixed["compare kimi and qwen"]["intent"] == "compare" and mixed["compare kimi and qwen"]["ok"] is False
     assert mixed["restart history"]["ok"] is True  # who may restart and how, and kimi's restarts, were answered
     assert mixed["compare kimi"]["ok"] is False
+
+
+async def test_a_fresh_bot_learns_served_model_names_from_the_nodes(make_cluster: MakeCluster) -> None:
+    """Issue 23: "settings for kimi-k2.5" on a bot that has never probed (nothing in its store) answers kimi."""
+    cluster = await ready_kimi(make_cluster)
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="json"))
+        assert rt.store is not None
+        assert await rt.store.latest_snapshots("kimi", "gpu-a", limit=1) == []  # nothing seen yet
+        for text in ("settings for kimi-k2.5", "is k2.5 up?", "logs for /shared/kimi-k2.5-int4"):
+            reply = await answer(text, ctx)
+            assert reply.ok and reply.title != "Unknown service or node", text
+            assert reply.data["understood"]["services"] == ["kimi"], text
+        reply = await answer("status of llama", ctx)
+        assert reply.title == "Unknown service or node" and reply.data["unknown"] == ["llama"]
+
+
+async def test_env_questions_answer_the_units_environment(make_cluster: MakeCluster) -> None:
+    """Issue 23, point 6: a variable by name or in everyday words, its value per service and where it is set;
+    a secret is "[redacted]" and set (never the flag of a similar name, "not set")."""
+    cluster = await ready_kimi(make_cluster)
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="json"))
+        reply = await answer("what's nccl proto on kimi", ctx)
+        assert reply.intent == "settings" and "flag" not in reply.data
+        [v] = reply.data["env_var"]["values"]
+        assert reply.data["env_var"]["name"] == "NCCL_PROTO"
+        assert (v["service"], v["set"], v["value"], v["source"]) == ("kimi", True, "LL", "Environment= in the unit")
+        reply = await answer("is HF_TOKEN set on kimi", ctx)
+        [v] = reply.data["env_var"]["values"]
+        assert v["set"] is True and v["value"] == "[redacted]" and v["source"].startswith("EnvironmentFile ")
+        out = render_text(reply)
+        assert "[redacted]" in out and "not set" not in out and "hf_" not in out
+        reply = await answer("are we still on NCCL_PROTO=LL?", ctx)
+        assert reply.data["env_var"]["matches"] is True and "Yes — NCCL_PROTO=LL." in render_text(reply)
+        reply = await answer("which NCCL_ALGO is kimi on, still Tree?", ctx)
+        assert reply.data["env_var"]["matches"] is False and "No — NCCL_ALGO is Ring, not Tree." in render_text(reply)
+        reply = await answer("the tp for kimi is 8 right", ctx)
+        assert reply.data["flag"]["name"] == "tensor-parallel-size" and reply.data["flag"]["matches"] is True

@@ -126,7 +126,7 @@ def _looks_like_value(t: Token) -> bool:
     w = t.norm
     return (w.replace(".", "").replace("%", "").isdigit() or arguments.window([t]) is not None
             or len(w) <= 1 or w.startswith("-") or w in ("tok/s", "tokens/s") or w[:1].isdigit()
-            or any(ch in w for ch in "_/()[]{}=<>\"\\'"))
+            or any(ch in w for ch in "_()[]{}=<>\"\\'") or ("/" in w and not w.startswith("/")))
 
 
 def _name_shaped(word: str) -> bool:
