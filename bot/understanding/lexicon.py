@@ -22,23 +22,25 @@ _ELISION = ("l'", "d'", "qu'", "j'", "n'", "c'", "s'", "m'", "t'")
 
 
 @functools.cache
+def _raw() -> dict[str, dict[str, str]]:
+    return tomllib.loads(resources.files("bot.understanding").joinpath("data/lexicon.toml").read_text("utf-8"))
+
+
 def _data() -> dict[str, dict[str, str]]:
-    raw = tomllib.loads(resources.files("bot.understanding").joinpath("data/lexicon.toml").read_text("utf-8"))
-    return {k: v for k, v in raw.items() if k != "stop"}
+    return {k: v for k, v in _raw().items() if k != "stop"}
 
 
 @functools.cache
 def stopwords() -> frozenset[str]:
     """Little words of the other languages: never names."""
-    raw = tomllib.loads(resources.files("bot.understanding").joinpath("data/lexicon.toml").read_text("utf-8"))
-    return frozenset(str(raw["stop"]["words"]).split())
+    return frozenset(str(_raw()["stop"]["words"]).split())
 
 
 @functools.cache
 def _stemmer(lang: str) -> Callable[[str], str]:
-    import snowballstemmer
+    import Stemmer  # PyStemmer: Snowball's C stemmers
 
-    return functools.lru_cache(maxsize=4096)(snowballstemmer.stemmer(_LANG[lang]).stemWord)
+    return functools.lru_cache(maxsize=4096)(Stemmer.Stemmer(_LANG[lang]).stemWord)
 
 
 @functools.cache

@@ -9,6 +9,7 @@ module, with ``names``) → ``scoring`` (every command's words) → ``orders`` (
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -64,7 +65,7 @@ _ASKING_VERBS = frozenset({"show", "give", "tell", "check", "grab", "dump", "pas
 @functools.cache
 def _data_words(name: str) -> frozenset[str]:
     text = resources.files("bot.understanding").joinpath(f"data/{name}").read_text("utf-8")
-    return frozenset(w for line in text.splitlines() if not line.startswith("#") for w in line.split())
+    return frozenset(re.sub(r"(?m)^#.*$", "", text).split())
 
 
 def english() -> frozenset[str]:
@@ -158,8 +159,7 @@ def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
             found.where.append(t.index)
             found.tokens.add(t.index)
             continue
-        if (t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm)
-                or _chart_cue(t)):
+        if t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm):
             continue
         prev = toks[i - 1].norm if i > 0 and toks[i - 1].part == t.part else None
         nxt = toks[i + 1].norm if i + 1 < len(toks) and toks[i + 1].part == t.part else None
@@ -169,7 +169,8 @@ def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
         slot = (after_command or t.possessive or nxt in _COMMAND_WORDS
                 or (prev in _PREPOSITIONS and _name_shaped(t.norm))
                 or (prev in ("is", "are", "was") and (nxt in _STATES or nxt == "still")))
-        if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())):
+        if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())
+                                          and not _chart_cue(t)):
             found.unknown.append(t)
     return found
 
@@ -178,11 +179,12 @@ def _known(index: NameIndex) -> frozenset[str]:
     return frozenset([*index.services, *index.nodes, *index.aliases, *index.variants])
 
 
-def _chart_cue(t: Token) -> bool:
-    """"chart", "graphs", "trended", or a typo of one ("chrat")."""
+def _chart_cue(t: Token, typos: bool = True) -> bool:
+    """"chart", "graphs", "trended", or (``typos``) a misspelling of one ("chrat")."""
     if t.norm in CHART_CUES or t.stem in _CUE_STEMS:
         return True
-    if len(t.norm) >= 4 and t.norm.isalpha() and t.norm not in common_english() and t.norm not in scoring.vocabulary():
+    if (typos and len(t.norm) >= 4 and t.norm.isalpha() and t.norm not in english()
+            and t.norm not in scoring.vocabulary() and t.norm not in common_english()):
         from rapidfuzz.distance import OSA
 
         return any(OSA.distance(t.norm, c, score_cutoff=1) <= 1 for c in CHART_CUES if len(c) >= 4)
@@ -223,7 +225,9 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
     in_phrases = {i for h in scores.hits for i in h.tokens}
     free = [t for t in clause if t.index not in in_phrases]
     norms = [t.norm for t in free]
-    cue = any(_chart_cue(t) for t in free) or any(
+    # A misspelt "chart" only next to what a chart shows ("chrat throughput kimi").
+    subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
+    cue = any(_chart_cue(t, typos=subject) for t in free) or any(
         tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
     for name in ("chart_throughput", "chart_bench", "chart_loads"):
         if cue and (by.get(name) or name == "chart_throughput"):
