@@ -67,7 +67,9 @@ def negated(words: Words, verb: Token) -> bool:
     """A negation next to the verb ("don't restart kimi", "kimi nicht neu starten", "kimiは再起動しないで"), or
     a retraction after it anywhere ("restart kimi… actually no, wait", "~bounce qwen~ nvm")."""
     part = _part(words, verb)
-    if any(_negation(t) for t in part if t.index != verb.index):
+    # "… or not?" is a doubt, not a negation.
+    doubt = {b.index for a, b in itertools.pairwise(words.tokens) if a.norm == "or" and b.norm == "not"}
+    if any(_negation(t) for t in part if t.index != verb.index and t.index not in doubt):
         return True
     if any(_has_phrase(part, p) for p in (("hold", "off"), ("no", "need"), ("no", "reason"))):
         return True

@@ -119,6 +119,8 @@ class _Found:
 
 
 def _is_word(word: str) -> bool:
+    if word == "/inferbot":
+        return True  # the slash command typed into a message
     return (word in english() or word in scoring.vocabulary() or word in lexicon.stopwords()
             or word in _EVERYTHING or word in CHART_CUES)
 
