@@ -188,3 +188,25 @@ async def test_env_questions_answer_the_units_environment(make_cluster: MakeClus
         assert reply.data["env_var"]["matches"] is False and "No — NCCL_ALGO is Ring, not Tree." in render_text(reply)
         reply = await answer("the tp for kimi is 8 right", ctx)
         assert reply.data["flag"]["name"] == "tensor-parallel-size" and reply.data["flag"]["matches"] is True
+
+
+async def test_ties_ask_back_and_unplaced_text_gets_four_lines_at_most(make_cluster: MakeCluster) -> None:
+    """Issue 23, points 5 and 8: two readings nearly as good → a short question with a button for each;
+    text it cannot place → at most four lines (what it may have meant, "`help` for everything")."""
+    cluster = await ready_kimi(make_cluster)
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="cli"))
+        reply = await answer("kimi logs or status", ctx)
+        assert reply.ok is False and [a.value for a in reply.actions] == ["logs kimi", "status kimi"]
+        assert reply.data["understood"]["asked"] is True and reply.data["suggestions"] == ["logs kimi", "status kimi"]
+        assert "Did you mean `logs kimi` or `status kimi`?" in render_text(reply)
+        for text in ("make me a sandwich", "asdf qwer zxcv", "hmm"):
+            reply = await answer(text, ctx)
+            out = render_text(reply)
+            assert reply.ok is False and len(out.strip().splitlines()) <= 4, text
+            assert "`help` for everything" in out and "Ask me" not in out, text
+        reply = await answer("thanks!", ctx)
+        assert reply.intent == "smalltalk" and len(render_text(reply).strip().splitlines()) == 1
+        reply = await answer("kimi status? also gpus", ctx)
+        assert reply.intent == "status" and reply.data["suggestions"] == ["gpus kimi"]
+        assert "You also asked: `gpus kimi`" in render_text(reply)
