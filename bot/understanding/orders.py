@@ -21,7 +21,7 @@ NEGATIONS = frozenset(
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
-               ("disregard",))
+               ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno".split()
 )
@@ -41,7 +41,7 @@ QUESTION_OPENERS = frozenset(
 # Words that may come before the verb of an imperative.
 LEAD = frozenset(
     "hey hi ok okay so and but now then um hmm pls plz please kindly just go ahead yes yeah yep alright right "
-    "also force quickly quick again bot inferbot /inferbot team folks guys".split()
+    "also force quickly quick again bot inferbot /inferbot team folks guys yo oi sup hello".split()
 )
 POLITE = frozenset({"can", "could", "would", "will"})
 YOU = frozenset({"you", "u", "ya"})
