@@ -215,19 +215,39 @@ def _order_verbs() -> dict[str, str]:
 
 def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int,
             names: set[int]) -> None:
-    """What the words alone cannot weigh: a flag named, two targets compared, a chart asked for, an order's
-    verb opening the sentence, a restart word used as a noun, small talk beside a question."""
+    """What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context
+    after "since", a restart word used as a noun, an order's verb opening a part, small talk beside a
+    question. Each step is one function below, applied in this order."""
     by = scores.by_command
-    idx = {t.index for t in clause}
-    if setting is not None and setting.tokens & idx:
+    one_flag = setting is not None and bool(setting.tokens & {t.index for t in clause})
+    if one_flag and setting is not None:
         first = min(setting.tokens)
         # "how's throughput since we bumped the mem util": the flag is what changed, not what is asked.
         subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
         by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
+    _charts(scores, clause)
+    if by.get("compare"):
+        # One flag across two services is that flag's answer (it lists each value), not a comparison.
+        pair = (n_targets >= 2 and not one_flag) or any(
+            len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each") for h in scores.words_of("compare"))
+        by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
+    _context_weighs_half(scores, clause)
+    # Settings words as what changed or what is compared ("did anyone change the nccl env").
+    if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
+        by["settings"] *= 0.5
+    _restart_words(scores, clause, names)
+    _order_verb_first(scores, clause)
+    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+        by["smalltalk"] = by["smalltalk"] * 0.3
+
+
+def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A chart only when one is asked for ("chart", "graph", "plot", "trended", "over time"); a misspelt
+    "chart" only next to what a chart shows ("chrat throughput kimi")."""
+    by = scores.by_command
     in_phrases = {i for h in scores.hits for i in h.tokens}
     free = [t for t in clause if t.index not in in_phrases]
     norms = [t.norm for t in free]
-    # A misspelt "chart" only next to what a chart shows ("chrat throughput kimi").
     subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
     cue = any(_chart_cue(t, typos=subject) for t in free) or any(
         tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
@@ -235,44 +255,49 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
         if cue and (by.get(name) or name == "chart_throughput"):
             by[name] = by.get(name, 0.0) + 4.0
         elif not cue:
+            # Without one, only a phrase about load durations ("how long did it take to load").
             phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
                           if c == name and w >= 3.0 and len(h.words) > 1)
             by[name] = phrases if name == "chart_loads" else 0.0
-    if by.get("compare"):
-        # One flag across two services is that flag's answer (it lists each value), not a comparison.
-        one_flag = setting is not None and bool(setting.tokens & idx)
-        pair = (n_targets >= 2 and not one_flag) or any(
-            len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each") for h in scores.words_of("compare"))
-        by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
-    # What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
-    # nccl change?"): its words weigh half.
-    # A question word opening the sentence ("when did …") is not one; the context ends at the next part or
-    # question ("if qwen OOMs again, do we restart it").
-    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")), None)
-    if sub_at is not None:
-        end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
-                    or clause[i].norm in _MAIN_OPENERS), len(clause))
-        span = {t.index for t in clause[sub_at + 1:end]}
-        for h in scores.hits:
-            if h.start in span:
-                for c, wt in h.credits:
-                    by[c] = by.get(c, 0.0) - wt / 2
-    # Settings words as what changed or what is compared ("did anyone change the nccl env").
-    if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
-        by["settings"] *= 0.5
+
+
+def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
+    nccl change?"): its words weigh half. A question word opening the sentence ("when did …") is not one; the
+    context ends at the next part or question ("if qwen OOMs again, do we restart it")."""
+    by = scores.by_command
+    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")),
+                  None)
+    if sub_at is None:
+        return
+    end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
+                or clause[i].norm in _MAIN_OPENERS), len(clause))
+    span = {t.index for t in clause[sub_at + 1:end]}
+    for h in scores.hits:
+        if h.start in span:
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
+    """"after the restart", "the last kimi restart": about restarts, not one; "don't restart" is too."""
+    by = scores.by_command
     for h in scores.hits:
         credited = {c for c, _ in h.credits}
+        if not credited & {"restart", "restarts"} or len(h.words) != 1:
+            continue
         pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
-        # The word before, names skipped ("the last kimi restart").
-        before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")
-        if credited & {"restart", "restarts"} and len(h.words) == 1:
-            if before in _NOUN_BEFORE:
-                # "after the restart", "the last restart": about restarts, not one.
-                for c in ("restart", "restarts"):
-                    by[c] = by.get(c, 0.0) - 1.5
-            elif before in _NEGATORS:
-                by["restarts"] = by.get("restarts", 0.0) + 2.0  # "don't restart kimi" is about restarting
-    # An order's verb opening the sentence: "restart kimi when the load is done" is about the restart.
+        before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")  # names skipped
+        if before in _NOUN_BEFORE:
+            for c in ("restart", "restarts"):
+                by[c] = by.get(c, 0.0) - 1.5
+        elif before in _NEGATORS:
+            by["restarts"] = by.get("restarts", 0.0) + 2.0
+
+
+def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """An order's verb opening a part: "restart kimi when the load is done" is about the restart."""
+    by = scores.by_command
     verbs = _order_verbs()
     boosted: set[str] = set()
     for part in dict.fromkeys(t.part for t in clause):
@@ -282,8 +307,6 @@ def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | 
                 and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted):
             by[verbs[lead.norm]] += 2.0
             boosted.add(verbs[lead.norm])
-    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
-        by["smalltalk"] = by["smalltalk"] * 0.3
 
 
 @dataclass
@@ -471,24 +494,8 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         if not reading.matched:
             return _unplaced(reading, w, best)
     elif second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None:
-        if _joined(w, primary.index) and primary.scores.words_of(second[0]):
-            # "kimi status and gpus": answer the first, offer the second.
-            if primary.scores.first_at(second[0]) < primary.scores.first_at(name):
-                name, second = second[0], (name, top)
-                reading.command, reading.intent = command(name), name
-            reading.offers.append(command_text(second[0], services, nodes, explicit=explicit))
-        else:
-            reading.asked = True
-            reading.offers = [command_text(n, services, nodes, explicit=explicit) for n in (name, second[0])]
-    # A second question in a later clause: the first is answered, the second offered.
-    later = [c for c in clauses if primary is not None and c.index > primary.index and c.best
-             and c.best[0][1] >= CONFIDENT and _family(c.best[0][0]) != _family(reading.intent) and c.asking]
-    if later and not reading.asked:
-        other = later[0].best[0][0]
-        if command(other).family is None and other not in _INFO_OF:
-            tgt = _chosen_targets(found, w, later[0].index)
-            s2, n2, e2 = _targets(config, tgt) if tgt else (services, nodes, explicit)
-            reading.offers.append(command_text(other, s2, n2, explicit=e2))
+        _two_readings(reading, primary, w, (name, top), second)
+    _second_question(reading, clauses, primary, found, w, config)
     skip = found.tokens | (setting.tokens if setting else set())
     reading.args = arguments.parse(reading.command, w, message, setting, reading.args.negated, skip)
     if reading.command.name == "flag" and setting is None:
@@ -496,6 +503,39 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         reading.command, reading.intent = command("settings"), "settings"
         reading.args = arguments.parse(reading.command, w, message, None, False, skip)
     return reading
+
+
+def _two_readings(reading: Reading, primary: _Clause, w: Words, best: tuple[str, float],
+                  second: tuple[str, float]) -> None:
+    """Two readings nearly as good: "kimi status and gpus" answers the first named and offers the second;
+    otherwise the answer asks which one ("kimi logs or status")."""
+    name, top = best
+    targets = (reading.services, reading.nodes)
+    if _joined(w, primary.index) and primary.scores.words_of(second[0]):
+        if primary.scores.first_at(second[0]) < primary.scores.first_at(name):
+            name, second = second[0], (name, top)
+            reading.command, reading.intent = command(name), name
+        reading.offers.append(command_text(second[0], *targets, explicit=reading.explicit_target))
+    else:
+        reading.asked = True
+        reading.offers = [command_text(n, *targets, explicit=reading.explicit_target) for n in (name, second[0])]
+
+
+def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause | None, found: _Found, w: Words,
+                     config: BotConfig) -> None:
+    """A second question in a later sentence ("kimi status? also gpus"): the first is answered, the second
+    offered as a full command (with its own targets, else the first's)."""
+    if primary is None or reading.asked:
+        return
+    later = [c for c in clauses if c.index > primary.index and c.best and c.best[0][1] >= CONFIDENT
+             and _family(c.best[0][0]) != _family(reading.intent) and c.asking]
+    if not later:
+        return
+    other = later[0].best[0][0]
+    if command(other).family is None and other not in _INFO_OF:
+        tgt = _chosen_targets(found, w, later[0].index)
+        s2, n2, e2 = _targets(config, tgt) if tgt else (reading.services, reading.nodes, reading.explicit_target)
+        reading.offers.append(command_text(other, s2, n2, explicit=e2))
 
 
 def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: bool = False) -> Reading:
