@@ -6,8 +6,8 @@ import logging
 import time
 
 from bot.router import Aliases, Intent, route, service_aliases
+from bot.understanding.commands_text import command_text
 from bot.understanding.markup import Message
-from bot.understanding.reading import command_text
 from handlers import help as help_handler
 from handlers.context import Context, Request, Understood
 from handlers.reply import Reply, Section

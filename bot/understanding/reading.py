@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from bot.understanding import arguments, lexicon, orders, scoring, settings_words
+from bot.understanding.commands_text import command_text
 from bot.understanding.markup import Message
 from bot.understanding.names import Aliases, NameIndex, Target
 from bot.understanding.settings_words import Setting
-from bot.understanding.text import Token, Words, stem, words
+from bot.understanding.text import Token, Words, split_slashes, stem, words
 from config.models import BotConfig, Node, Service
 from handlers.commands import COMMANDS, Command, command
 from handlers.context import Args
@@ -367,55 +368,6 @@ def _targets(config: BotConfig, chosen: Sequence[Target]) -> tuple[list[Service]
     return services, [n for n in config.nodes if n.name in wanted], True
 
 
-_COMMAND_TEXT = {"settings": "settings", "status": "status", "throughput": "throughput", "gpus": "gpus",
-                 "logs": "logs", "audit": "history", "restart": "restart", "bench": "bench",
-                 "unsilence": "unsilence", "unlock": "unlock", "help": "help", "chart_throughput": "chart throughput",
-                 "chart_loads": "chart loads", "chart_bench": "chart bench", "smalltalk": "help"}
-
-
-def command_text(name: str, services: Sequence[Service], nodes: Sequence[Node], args: Args | None = None,
-                 explicit: bool = True) -> str:
-    """A full command that asks for ``name`` about these targets ("status kimi", "compare kimi and qwen")."""
-    names = list(dict.fromkeys(s.name for s in services)) if explicit else []
-    node_names = [n.name for n in nodes] if explicit and not names else []
-    who = " ".join(names or node_names)
-    a = args or Args()
-    if name == "compare":
-        pair = names or node_names
-        return "compare " + " and ".join(pair[:2]) if len(pair) >= 2 else "compare"
-    if name == "flag":
-        what = a.env if a.env else f"--{a.flag}" if a.flag else "--max-model-len"
-        return f"{what} of {who}" if who else what
-    if name == "silence":
-        return f"silence {who} 1h" if who else "silence"
-    if name == "changes":
-        return f"what changed on {who}" if who else "what changed"
-    if name == "restarts":
-        return f"restart history {who}".strip()
-    return f"{_COMMAND_TEXT.get(name, name)} {who}".strip()
-
-
-def _split_slashes(w: Words, index: NameIndex) -> Words:
-    """"ttft/itl", "p50/p99" are two words; a path, a model id ("Qwen/Qwen3-32B") and "tok/s" stay one."""
-    if not any("/" in t.norm for t in w.tokens):
-        return w
-    out: list[Token] = []
-    moved: dict[int, int] = {}
-    for t in w.tokens:
-        moved[t.index] = len(out)
-        parts = t.norm.split("/")
-        if (t.norm.startswith("/") or t.norm in ("tok/s", "tokens/s", "t/s") or index.exact(t.norm) is not None
-                or len(parts) != 2 or not all(len(p) >= 2 and p[:1].isalpha() for p in parts)):
-            out.append(replace(t, index=len(out)))
-            continue
-        for p in parts:
-            out.append(replace(t, norm=p, raw=p, stem=stem(p), index=len(out)))
-    clauses = tuple(replace(c, start=moved.get(c.start, len(out)),
-                            end=moved[c.end] if c.end in moved else len(out)) for c in w.clauses)
-    return replace(w, tokens=tuple(out), clauses=clauses,
-                   assignments=tuple((moved[i], v) for i, v in w.assignments if i in moved))
-
-
 def _without_reason(w: Words) -> Words:
     """"silence kimi 2h restart gpus after the status logs are saved": what follows a silence's duration is
     its reason (``arguments`` reads it from the text), never names or other commands."""
@@ -459,7 +411,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     """Read ``message`` against ``config`` (and the services' other names, ``aliases``). Never raises."""
     index = NameIndex.build(config, aliases)
     known = _known(index)
-    w = _split_slashes(words(message), index)
+    w = split_slashes(words(message), lambda x: index.exact(x) is not None)
     w = lexicon.translate(w, lambda x: x in known or _is_word(x) or index.exact(x) is not None)
     w = _without_reason(w)
     setting = settings_words.find(w)

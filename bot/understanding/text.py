@@ -9,7 +9,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bot.understanding.markup import Message
 
@@ -157,3 +157,24 @@ def words(message: Message) -> Words:
     # A question mark ends its clause; a message of one clause written as a question is one.
     return Words(tokens=tuple(tokens), clauses=tuple(clauses), emoji=message.emoji,
                  text=normalise(" ".join(plain)), assignments=tuple(assignments))
+
+
+def split_slashes(w: Words, is_name: Callable[[str], bool]) -> Words:
+    """"ttft/itl", "p50/p99" are two words; a path, a model id ("Qwen/Qwen3-32B") and "tok/s" stay one."""
+    if not any("/" in t.norm for t in w.tokens):
+        return w
+    out: list[Token] = []
+    moved: dict[int, int] = {}
+    for t in w.tokens:
+        moved[t.index] = len(out)
+        parts = t.norm.split("/")
+        if (t.norm.startswith("/") or t.norm in ("tok/s", "tokens/s", "t/s") or is_name(t.norm)
+                or len(parts) != 2 or not all(len(p) >= 2 and p[:1].isalpha() for p in parts)):
+            out.append(replace(t, index=len(out)))
+            continue
+        for p in parts:
+            out.append(replace(t, norm=p, raw=p, stem=stem(p), index=len(out)))
+    clauses = tuple(replace(c, start=moved.get(c.start, len(out)),
+                            end=moved[c.end] if c.end in moved else len(out)) for c in w.clauses)
+    return replace(w, tokens=tuple(out), clauses=clauses,
+                   assignments=tuple((moved[i], v) for i, v in w.assignments if i in moved))
