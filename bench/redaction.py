@@ -9,31 +9,36 @@ mixed in (a ``--api-key`` argv echo, an ``HF_TOKEN=`` line, a URL with credentia
 
 Measured, each as the median of ``--rounds`` passes over the same 200 lines:
 
-* ``redact_patterns`` (this project): the cheap pre-check, then the combined token-shape regex and the keyed
-  scanner; ``Redactor.text`` adds five known literal values on top;
+* ``redact_patterns`` (this project): the cheap pre-checks, gitleaks' rules behind their keyword gate
+  (``services/redaction/gitleaks.py``), inferbot's own token shapes and the keyed scanner; ``Redactor.text`` adds
+  five known literal values on top;
+* gitleaks' rules alone (``RuleSet.spans``: the gate, then the rules it lets through), as used, and with
+  ``generic-api-key`` (left out of inferbot: the keyed scanner does its job with inferbot's names);
 * ``detect-secrets`` ``scan_line`` (its documented ad-hoc API, default plugins and filters), and its plugins'
   ``analyze_line`` called directly (the cheapest way to use its detectors; still only detects, we would still
   have to replace the spans);
-* which of a list of provider token shapes each one finds (coverage).
+* the first call in a fresh process (loading the rules: the digest, or the TOML through ``tomllib``);
+* what each finds: a list of provider token shapes, and the secrets corpus of the tests
+  (``tests/samples/secrets/corpus.py``, every free-text shape), and how many clean lines each flags.
 
-Decision (see the report of issue 9 and ``services/redact.py``): detect-secrets is not used. On this machine
-(2 shared cores, under load) its ``scan_line`` costs ~400 ms for 200 lines and even its bare plugins ~50 ms,
-each far over the ~3 ms per-node budget on its own, while ``redact_patterns`` costs ~1.5-2 ms (it was ~7-12 ms
-before the pre-checks); its named detectors miss shapes we must catch (``hf_``, ``nvapi-``, ``dapi``,
-``sk-ant-``/``sk-proj-``, ``github_pat_``, Google ``AIza``/``ya29.``, short Bearer tokens, quoted values), and
-its entropy detectors flag ordinary words of every clean vLLM line, so they cannot drive in-place redaction.
-Without detect-secrets installed the bench measures ours only and says so.
+Decision (issue 22; README "Secrets"): the provider token shapes come from gitleaks' rules, vendored as data,
+with inferbot's hand-kept list only for what they lack; detect-secrets is not used (far slower, and its entropy
+detectors flag ordinary words of every clean vLLM line). Without detect-secrets installed the bench says so.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
 from services.redact import Redactor, redact_lines, redact_patterns
+from services.redaction import gitleaks
 
 _BASE = [
     "INFO 12-02 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
@@ -93,6 +98,18 @@ _SHAPES = {
     "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
     "short bearer": "Authorization: Bearer short1",
     "quoted with spaces": "HF_TOKEN='a b c'",
+    "pypi pypi-": "pypi-AgEIcHlwaS5vcmczz2Tj2J2ek7up7NJQmZpTUcw9U2kA7ozhSxYTVVFPLE6J3iURlpcZ0rN3iIP3BG9g7sxcd_oPM1h5B5",
+    "sendgrid SG.": "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",
+    "stripe sk_live_": "sk_live_h3gm1ICBnISEaWC9j6YCQpEToJ6U5zEcA78v1GSjyAcm6eEhrE88Wy0G5bBFRX",
+    "replicate r8_": "r8_Trf3b9lrQfVZHGuP2Wa6eXBpXdivPpzYCL293",
+    "groq gsk_": "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",
+    "vault hvs.": "hvs.CAESIE4TvfkEtZYxz8k3S55M_qslVs1ATrfjq8vvtB-7BealGS3HGhfkPSjfOkwRa7JH1n8nS2qIXHvh-qWFjPbeCeo"
+                  "UrKfY",
+    "npm npm_": "npm_vC5AZpluYRHQBOZWVYB6vLisTBPTtjzfw8nC",
+    "twilio SK": "SK2c695dd1272d2b0ab9c231fbcf8bbbd8",
+    "mailgun key-": "mailgun key-c45a264501752455b794823461191f67",
+    "url token user": "https://Gjnl2v7kEnDtDP6qVDAS0En3gxkLtaW4g3SExuRc@otel.example.net/v1",
+    "curl -u": "curl -u deploy:MlxbXQS3Mqe8d5zFcB https://x.example.net",
 }
 
 
@@ -126,6 +143,33 @@ def _ours_known(data: list[str]) -> object:
 
 def _ours_lines(data: list[str]) -> object:
     return Redactor(_KNOWN).lines(data)
+
+
+def _gitleaks_used(data: list[str]) -> object:
+    rules = gitleaks.rules()
+    return [rules.spans(line) for line in data]
+
+
+@functools.cache
+def _gitleaks_with_generic() -> gitleaks.RuleSet:
+    return gitleaks.from_digest(gitleaks.digest(gitleaks.TOML.read_text(encoding="utf-8"), exclude=frozenset()))
+
+
+def _gitleaks_all(data: list[str]) -> object:
+    rules = _gitleaks_with_generic()
+    return [rules.spans(line) for line in data]
+
+
+def _first_call(source: str) -> float:
+    """ms for loading the rules and redacting one line, in a fresh process (the median of 5)."""
+    code = ("import time; t = time.perf_counter(); from services.redaction import gitleaks as g; "
+            + ("r = g.rules()" if source == "digest" else
+               "r = g.from_digest(g.digest(g.TOML.read_text(encoding='utf-8')))")
+            + "; r.spans('INFO 12-02 10:00:01 [api_server.py:1043] vLLM API server version 0.11.0 sk ey s.');"
+              " print((time.perf_counter() - t) * 1000)")
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+            for _ in range(5)]
+    return statistics.median(runs)
 
 
 def _detect_secrets() -> tuple[Callable[[list[str]], object], Callable[[list[str]], object],
@@ -171,6 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, float]] = [("redact_patterns", _time(_ours, data, args.rounds)),
                                      ("Redactor.text (5 known values)", _time(_ours_known, data, args.rounds)),
                                      ("Redactor.lines (5 known, PEM-aware)", _time(_ours_lines, data, args.rounds))]
+    rows.append(("gitleaks rules (as used)", _time(_gitleaks_used, data, args.rounds)))
+    rows.append(("gitleaks rules + generic-api-key", _time(_gitleaks_all, data, args.rounds)))
     assert redact_lines(data) == _ours(data)
     ds = _detect_secrets()
     if ds:
@@ -187,11 +233,41 @@ def main(argv: list[str] | None = None) -> None:
               "lines that hold no secret (its entropy plugins), so its hits cannot be redacted as they are")
     else:
         print("  detect-secrets: not installed, not measured (pip install detect-secrets to compare)")
+    print(f"first call in a fresh process (load the rules, redact one line): digest {_first_call('digest'):.1f} ms, "
+          f"TOML through tomllib {_first_call('toml'):.1f} ms")
+    clean = [x for x in data if x not in _SECRETS]
+    flagged = {"ours": sum(1 for x in clean if redact_patterns(x) != x),
+               "gitleaks": sum(1 for x in clean if gitleaks.rules().spans(x)),
+               "gitleaks+generic": sum(1 for x in clean if _gitleaks_with_generic().spans(x))}
+    print(f"clean lines changed or flagged (of {len(clean)}): " + ", ".join(f"{k} {v}" for k, v in flagged.items()))
     print("shape coverage (found / not found):")
+    print(f"  {'':22s} {'ours':5s} {'gitleaks':9s} {'+generic':9s} detect-secrets")
     for label, text in _SHAPES.items():
-        ours = redact_patterns(f"x {text} y") != f"x {text} y"
+        line = f"x {text} y"
+        cols = [redact_patterns(line) != line, bool(gitleaks.rules().spans(line)),
+                bool(_gitleaks_with_generic().spans(line))]
         theirs = ("yes" if ds[2](text) else "no") if ds else "-"
-        print(f"  {label:22s} ours: {'yes' if ours else 'no':3s}  detect-secrets: {theirs}")
+        print(f"  {label:22s} " + " ".join(f"{'yes' if c else 'no':9s}" if i else f"{'yes' if c else 'no':5s}"
+                                           for i, c in enumerate(cols)) + f" {theirs}")
+    _corpus_coverage(ds[2] if ds else None)
+
+
+def _corpus_coverage(detect_secrets: Callable[[str], bool] | None) -> None:
+    """How many free-text shapes of the tests' secrets corpus each one finds (every secret of the shape gone)."""
+    from tests.samples.secrets.corpus import CORPUS
+
+    shapes = [s for s in CORPUS if "\n" not in s.text]
+
+    def gone(spans: list[tuple[int, int, str]], text: str, secrets: tuple[str, ...]) -> bool:
+        return all(any(a <= text.find(x) and text.find(x) + len(x) <= b + 1 for a, b, _ in spans)
+                   or any(text[a:b] in x or x in text[a:b] for a, b, _ in spans) for x in secrets)
+
+    ours = sum(1 for s in shapes if not any(x in redact_patterns(s.text) for x in s.secrets))
+    used = sum(1 for s in shapes if gone(gitleaks.rules().spans(s.text), s.text, s.secrets))
+    full = sum(1 for s in shapes if gone(_gitleaks_with_generic().spans(s.text), s.text, s.secrets))
+    theirs = sum(1 for s in shapes if detect_secrets(s.text)) if detect_secrets else None
+    print(f"secrets corpus ({len(shapes)} free-text shapes): ours {ours}, gitleaks {used}, gitleaks+generic {full}"
+          + (f", detect-secrets (named detectors, any finding) {theirs}" if theirs is not None else ""))
 
 
 if __name__ == "__main__":

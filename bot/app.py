@@ -170,7 +170,8 @@ async def runtime(config: BotConfig, with_store: bool = True, store_soon: bool =
     raise_open_files(len(config.nodes))
     pool = NodePool()
     soon = with_store and store_soon and config.state.database_url().startswith("sqlite:")
-    store = open_store(config) if with_store and not soon else None
+    # In a worker thread: a PostgreSQL store reads INFERBOT_DB_PASSWORD_FILE, file I/O kept off the event loop.
+    store = await asyncio.to_thread(open_store, config) if with_store and not soon else None
     opening = open_store_soon(config) if soon else None
     rt = Runtime(config=config, pool=pool, cluster=Cluster(config, pool), store=store, opening=opening)
     try:

@@ -11,6 +11,7 @@ from bot.app import runtime
 from bot.dispatch import answer
 from bot.errors import UsageError
 from bot.render_text import render_text
+from bot.terminal import json_shown, shown_line
 from config.models import BotConfig
 from handlers.context import Asker
 from handlers.reply import Reply
@@ -22,7 +23,7 @@ def emit(reply: Reply, as_json: bool) -> None:
     """Print a reply as text or as the ``--json`` object."""
     text = render_text(reply)
     if as_json:
-        print(json.dumps(reply.to_json(text), ensure_ascii=False, indent=2))
+        print(json_shown(json.dumps(reply.to_json(text), ensure_ascii=False, indent=2)))
     else:
         print(text, end="")
 
@@ -41,7 +42,7 @@ async def ask(config: BotConfig, question: str, as_json: bool, png: str | None =
 async def write_chart(reply: Reply, path: str) -> None:
     """Draw the reply's chart into ``path`` (a note on stderr when the answer has none)."""
     if reply.chart is None:
-        print("inferbot: this answer has no chart; nothing written to " + path, file=sys.stderr)
+        print("inferbot: this answer has no chart; nothing written to " + shown_line(path), file=sys.stderr)
         return
     from bot.render_chart import render_png  # matplotlib only when a chart is drawn
 

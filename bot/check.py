@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC
 
 from tabulate import tabulate
 
 from bot.app import runtime
+from bot.terminal import shown
 from config.models import BotConfig
 from handlers.reply import Reply, Section
 from services.models import ServiceState
@@ -66,10 +68,14 @@ async def run_check(config: BotConfig, as_json: bool) -> int:
         print(json.dumps({"intent": "check", "ok": ok, "config": config.source, "nodes": results, "state": state},
                          indent=2))
     else:
-        print(f"config {config.source}: valid ({len(config.nodes)} nodes, {len(config.services)} services)")
-        print(f"state: {state['line']}")
+        n_nodes, n_services = len(config.nodes), len(config.services)
+        # Reasons and warnings quote what nodes said: control characters shown, never obeyed (bot.terminal).
+        print(shown(f"config {config.source}: valid ({n_nodes} node{'s' * (n_nodes != 1)}, "
+                    f"{n_services} service{'s' * (n_services != 1)})"))
+        print(shown(f"state: {state['line']}"))
         if rows:
-            print(tabulate(rows, headers=["node", "result", "detail", "fix"], tablefmt="simple"))
+            print(tabulate([[shown(c) for c in r] for r in rows], headers=["node", "result", "detail", "fix"],
+                           tablefmt="simple"))
     return 0 if ok else 1
 
 
@@ -85,7 +91,7 @@ async def check_state(config: BotConfig) -> dict[str, object]:
     from bot.replicas import store_problem
     from services.store.leader import current_leader
 
-    store = open_store(config)
+    store = await asyncio.to_thread(open_store, config)  # reads INFERBOT_DB_PASSWORD_FILE: off the event loop
     out: dict[str, object] = {"store": store.describe(), "backend": "postgresql" if store.is_postgres else "sqlite"}
     try:
         current, head = await store.schema_status()

@@ -80,7 +80,7 @@ def _load(path: str | None) -> BotConfig:
         config = load_config(path)
     except ConfigError as e:
         # The message quotes the offending value, which may be a token pasted into the wrong key.
-        raise UsageError(redact_patterns(str(e))) from None
+        raise UsageError(redact_patterns(str(e)), e.example) from None
     problem = state_dir_problem(config)
     if problem:
         raise UsageError(problem)
@@ -114,6 +114,12 @@ def state_dir_problem(config: BotConfig) -> str | None:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             return f"{key} cannot be created: {e.strerror} — set {setting} to a directory the bot may write"
+    from config.local_file import regular_file_problem
+
+    # SQLite would wait forever reading a FIFO put where the database goes.
+    not_a_file = regular_file_problem(str(db), sys.maxsize)
+    if not_a_file:
+        return f"the state database {db} {not_a_file} — move it away or set {setting} to another directory"
     import tempfile
 
     try:
@@ -130,28 +136,30 @@ def state_dir_problem(config: BotConfig) -> str | None:
     return None
 
 
-async def _run(args: argparse.Namespace) -> int:
-    if args.cmd == "ask":
-        from bot.ask_once import ask
-
-        return await ask(_load(args.config), " ".join(args.question), args.json, png=args.png)
+async def _run(args: argparse.Namespace, config: BotConfig | None) -> int:
     if args.cmd == "demo":
         from bot.demo import run_demo
 
         question = " ".join(args.question) or "what are current settings?"
         return await run_demo(question, args.json, png=args.png)
+    if config is None:
+        raise UsageError(f"{args.cmd} needs a config")
+    if args.cmd == "ask":
+        from bot.ask_once import ask
+
+        return await ask(config, " ".join(args.question), args.json, png=args.png)
     if args.cmd == "check":
         from bot.check import run_check
 
-        return await run_check(_load(args.config), args.json)
+        return await run_check(config, args.json)
     if args.cmd == "serve":
         from bot.slack.serve import serve
 
-        return await serve(_load(args.config), http=args.http, host=args.host, port=args.port)
+        return await serve(config, http=args.http, host=args.host, port=args.port)
     if args.cmd == "restart":
         from bot.restart_cli import run_restart
 
-        return await run_restart(_load(args.config), args.service, force=args.force, wait=args.wait,
+        return await run_restart(config, args.service, force=args.force, wait=args.wait,
                                  confirm=args.yes, clear=args.clear_lock)
     raise UsageError(f"unknown command {args.cmd}")
 
@@ -210,13 +218,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             importlib.import_module(FRONT_ENDS[args.cmd])
         setup_logging(os.environ.get("INFERBOT_LOG_LEVEL", "WARNING"))
-        return asyncio.run(_run(args))
+        # Before the event loop: reading the config (and checking the state directory) is file I/O.
+        config = None if args.cmd == "demo" else _load(args.config)
+        return asyncio.run(_run(args, config))
     except (UsageError, DatabaseUrlError, SchemaError) as e:  # one line, exit 2 (state store included)
-        print(f"inferbot: {e}", file=sys.stderr)
+        from bot.terminal import shown
+
+        example = e.example if isinstance(e, UsageError) else None
+        print(shown(f"inferbot: {e}"), file=sys.stderr)  # it may quote a node, the config or a database
+        if example:
+            print(f"\n{example}", end="", file=sys.stderr)
         if as_json:
             import json
 
-            print(json.dumps({"ok": False, "error": str(e)}))
+            print(json.dumps({"ok": False, "error": str(e), **({"example": example} if example else {})}))
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("inferbot: interrupted", file=sys.stderr)

@@ -7,6 +7,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from bot.terminal import json_shown
 from services.redact import REDACTED, is_secret_name, redact_obj, redact_patterns
 
 _STD = set(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {"message", "asctime", "taskName"}
@@ -29,7 +30,8 @@ class JsonFormatter(logging.Formatter):
             out["exc"] = redact_patterns(self.formatException(record.exc_info))
         if record.stack_info:
             out["stack"] = redact_patterns(record.stack_info)
-        return json.dumps(out, default=lambda o: redact_patterns(str(o)), ensure_ascii=False)
+        # One line a terminal shows and never obeys: JSON escapes C0; C1, DEL and bidi controls too (json_shown).
+        return json_shown(json.dumps(out, default=lambda o: redact_patterns(str(o)), ensure_ascii=False))
 
 
 def _clean(key: str, v: object) -> object:

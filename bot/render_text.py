@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
+
 from tabulate import tabulate
 
+from bot.terminal import has_controls, shown
 from handlers.reply import Reply, Section, Status
 
 EMOJI: dict[Status, str] = {"ok": "✅", "info": "ℹ️", "warn": "⚠️", "error": "❌", "loading": "⏳"}
@@ -36,9 +40,46 @@ def render_table(s: Section, tabulated: str) -> str:
 
 
 def render_text(reply: Reply) -> str:
-    """The whole reply as terminal text."""
+    """The whole reply as terminal text: control characters from nodes shown visibly (``bot.terminal``)."""
+    if not any(has_controls(t) for t in _texts(reply)):
+        return _render(reply, reply.sections)
+    # Cells made visible before tabulate draws them, so that tables stay aligned (it would count an escape
+    # sequence as invisible), and texts before they are split into lines (a carriage return would split).
+    visible = reply.model_copy(update={"attachments": [
+        a.model_copy(update={"title": shown(a.title), "content": shown(a.content)}) for a in reply.attachments]})
+    return shown(_render(visible, [_visible(s) for s in reply.sections]))
+
+
+def _texts(reply: Reply) -> Iterator[str]:
+    yield reply.title
+    for s in reply.sections:
+        if s.title:
+            yield s.title
+        if s.text:
+            yield s.text
+        for k, v in s.fields:
+            yield k
+            yield v
+        yield from s.headers
+        for r in s.rows:
+            yield from r
+    for a in reply.attachments:
+        yield a.title
+        yield a.content
+    yield from (a.text for a in reply.actions)
+    if reply.chart is not None:
+        yield reply.chart.title
+
+
+def _visible(s: Section) -> Section:
+    return replace(s, title=shown(s.title) if s.title else s.title, text=shown(s.text) if s.text else s.text,
+                   fields=[(shown(k), shown(v)) for k, v in s.fields], headers=[shown(h) for h in s.headers],
+                   rows=[[shown(c) for c in r] for r in s.rows])
+
+
+def _render(reply: Reply, sections: list[Section]) -> str:
     parts = [f"{EMOJI.get(reply.status, '')} {reply.title}".strip()]
-    parts += [render_section(s) for s in reply.sections]
+    parts += [render_section(s) for s in sections]
     for a in reply.actions:
         parts.append(f"  [{a.text}]")
     if reply.chart is not None:

@@ -19,6 +19,7 @@ import sys
 from typing import TextIO
 
 from bot.app import runtime
+from bot.terminal import shown, shown_line
 from config.models import BotConfig, Service
 from handlers.audit import record
 from handlers.context import Asker, Context
@@ -68,9 +69,14 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
                       *, out: TextIO | None = None, clear: bool = False) -> int:
     """The terminal restart (or, with ``clear``, clearing its in-flight lock); returns the exit status."""
     out = out or sys.stdout
+
+    def say(text: str) -> None:
+        # What is printed quotes the node (the impact, refusals, the outcome): shown, never obeyed (bot.terminal).
+        print(shown(text), file=out)
+
     svc, problem = _pick(config, service)
     if svc is None:
-        print(problem, file=out)
+        say(problem)
         return EXIT_USAGE
     who = terminal_user()
     async with runtime(config) as rt:
@@ -81,43 +87,44 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
         assert store is not None
         if clear:
             _removed, cleared = await clear_lock(ctx, svc)
-            print(cleared, file=out)
+            say(cleared)
             return EXIT_OK
         refusal, st = await state_checks(ctx, svc, force)
         if refusal is not None:
             await record(ctx, "restart.refused", svc.name, svc.node, refusal)
-            print(refusal, file=out)
+            say(refusal)
             return EXIT_REFUSED
         fields, unavailable, _facts = await impact(ctx, svc, st)
-        print(f"Restart {svc.name} on {svc.node} — {unavailable}.", file=out)
+        say(f"Restart {svc.name} on {svc.node} — {unavailable}.")
         for k, v in fields:
-            print(f"  {k:<14} {v}", file=out)
+            say(f"  {k:<14} {v}")
         for section in leftover_section(st, svc)[0]:  # leftover vLLM processes holding GPU memory
-            print(f"  {section.text}", file=out)
+            say(f"  {section.text}")
         if force:
-            print("  (forced past the cooldown; recorded as forced)", file=out)
-        typed = confirm if confirm is not None else await _ask(f"Type the service name ({svc.name}) to restart it: ")
+            say("  (forced past the cooldown; recorded as forced)")
+        typed = confirm if confirm is not None else await _ask(
+            shown_line(f"Type the service name ({svc.name}) to restart it: "))
         if typed.strip() != svc.name:
             text = f"refused: you typed {typed.strip()!r}, not {svc.name!r} — nothing was restarted"
             await record(ctx, "restart.refused", svc.name, svc.node, text)
-            print(text, file=out)
+            say(text)
             return EXIT_REFUSED
         outcome = await confirm_typed_restart(ctx, svc, who, unavailable, force)
         said = outcome.message.data.get("notice") if outcome.message is not None else outcome.ephemeral
-        print(said or "", file=out)
+        say(said or "")
         for section in outcome.message.sections[2:] if outcome.message is not None else []:
-            print(f"  {section.title or ''}: {section.text}", file=out)
+            say(f"  {section.title or ''}: {section.text}")
         if not outcome.executed or (outcome.message is not None and outcome.message.status == "error"):
             return EXIT_REFUSED
         if not wait:
-            print("Not waiting (use --wait to follow the load); `inferbot serve` on this state database "
-                  "posts the ready notice, and the lock ends when the load is seen ready or failed.", file=out)
+            say("Not waiting (use --wait to follow the load); `inferbot serve` on this state database "
+                "posts the ready notice, and the lock ends when the load is seen ready or failed.")
             return EXIT_OK
         try:
             return await _follow(ctx, follow_key(svc.name, svc.node), config.watch.poll, out)
         except asyncio.CancelledError:  # Ctrl-C: the load goes on, and so does whoever follows it next
-            print(f"\nStopped following. The restart lock ends when the load is seen ready or failed "
-                  f"(by `inferbot serve`, or the next `inferbot restart {svc.name}`).", file=out)
+            say(f"\nStopped following. The restart lock ends when the load is seen ready or failed "
+                f"(by `inferbot serve`, or the next `inferbot restart {svc.name}`).")
             raise
 
 
@@ -130,9 +137,10 @@ async def _follow(ctx: Context, key: str, poll_s: float, out: TextIO) -> int:
         if status.finished or status.outcome is not None:
             if live:
                 print("\r\x1b[2K", end="", file=out)
-            print(status.line, file=out)
+            print(shown(status.line), file=out)  # a failure quotes the node's journal
             return EXIT_OK if status.outcome == "ready" else EXIT_REFUSED
-        line = status.line or "waiting…"
+        # One line, rewritten in place: only our own carriage return and erase-line may act on the terminal.
+        line = shown_line(status.line or "waiting…")
         if live:
             print(f"\r\x1b[2K{line}", end="", file=out, flush=True)
         else:

@@ -8,11 +8,36 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from config.local_file import CONFIG_MAX_BYTES, FileTooLarge, NotRegularFile, read_local_text
 from config.models import BotConfig
 
 
 class ConfigError(Exception):
-    """The configuration is missing or malformed; the message names the file, the key and the fix."""
+    """The configuration is missing or malformed; the message names the file, the key and the fix.
+
+    ``example``: config text to add, shown below the one-line message (and as ``example`` in ``--json``).
+    """
+
+    def __init__(self, message: str, example: str | None = None) -> None:
+        super().__init__(message)
+        self.example = example
+
+
+FIRST_NODE_EXAMPLE = """\
+[[nodes]]
+name = "gpu-a"
+host = "10.0.0.5"
+user = "inferbot"
+key_file = "~/.ssh/inferbot_ed25519"
+
+[[services]]
+name = "kimi"
+node = "gpu-a"
+unit = "vllm-kimi.service"
+"""
+"""What a config that names no node is told to add (valid as it stands; every key: ``config/example.toml``)."""
+_ADD_A_NODE = ("add a [[nodes]] block and its [[services]] like the example that follows "
+               "(config/example.toml has them all)")
 
 
 def find_config(explicit: str | None) -> Path:
@@ -51,8 +76,7 @@ def parse_config(text: str, source: str = "<config>") -> BotConfig:
         raise ConfigError(f"{source}: not valid TOML: {e}") from None
     if not data:
         # An empty file would validate to a bot that knows no node and answers every question with nothing.
-        raise ConfigError(f"{source}: the config is empty — add at least one [[nodes]] entry (name, host, user, "
-                          f"key_file) and its [[services]] (name, node, unit); see config/example.toml")
+        raise ConfigError(f"{source}: the config is empty — {_ADD_A_NODE}", FIRST_NODE_EXAMPLE)
     try:
         cfg = BotConfig.model_validate(data)
     except ValidationError as e:
@@ -69,15 +93,19 @@ def parse_config(text: str, source: str = "<config>") -> BotConfig:
 
 
 def load_config(explicit: str | None = None) -> BotConfig:
-    """Load the configuration from where ``find_config`` points."""
+    """Load the configuration from where ``find_config`` points (a regular file of at most 4 MiB)."""
     path = find_config(explicit)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_local_text(path, CONFIG_MAX_BYTES)
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r}) — "
                           f"save the config as UTF-8") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file — pass --config FILE") from None
+    except NotRegularFile as e:
+        if e.kind == "a directory":
+            raise ConfigError(f"{path}: is a directory, not a config file — pass --config FILE") from None
+        raise ConfigError(f"{path}: {e} — the config must be a file (write it to one and pass --config FILE)") from None
+    except FileTooLarge as e:
+        raise ConfigError(f"{path}: {e} — is this the config? (pass --config FILE)") from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: config file not found — pass --config FILE, set INFERBOT_CONFIG, "
@@ -85,4 +113,9 @@ def load_config(explicit: str | None = None) -> BotConfig:
         ) from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read the config: {e.strerror}") from None
-    return parse_config(text, str(path))
+    config = parse_config(text, str(path))
+    if not config.nodes:
+        # Valid, and useless: every question would be answered with nothing (and `check` would pass).
+        raise ConfigError(f"{path}: the config names no node, so there is nothing to ask — {_ADD_A_NODE}",
+                          FIRST_NODE_EXAMPLE)
+    return config

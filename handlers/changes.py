@@ -6,6 +6,7 @@ from typing import Any
 
 from handlers.common import STATE_STATUS, ago, worst
 from handlers.context import Context, Request
+from handlers.down_nodes import DownNodes
 from handlers.live import answered, failure, record_snapshots, snapshot_data
 from handlers.reply import Reply, Section
 from handlers.settings import SETTINGS_PROBE
@@ -23,10 +24,14 @@ async def handle(ctx: Context, req: Request) -> Reply:
     now = ctx.now()
     sections: list[Section] = []
     data = snapshot_data(snap)
+    down = DownNodes(snap.nodes, ((st.service, st.node) for st in snap.services))
     for st, out in zip(snap.services, data["services"], strict=True):
+        sections += down.card(st.node)  # a down node's reason once, before its first service
         sections.append(Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]))
         snaps = await ctx.store.latest_snapshots(st.service, st.node, limit=2)
-        if st.state == "unreachable":
+        if st.node in down:
+            sections.append(Section(kind="text", text=f"{st.node} unreachable (above); showing what I saw last"))
+        elif st.state == "unreachable":
             sections.append(Section(kind="text", text=f"unreachable — {st.reason}; showing what I saw last"))
         if len(snaps) < 2:
             first = snaps[0].first_seen_at if snaps else None
@@ -89,8 +94,11 @@ async def compare(ctx: Context, req: Request) -> Reply:
     ]
     different = sum(1 for r in rows if not r["same"])
     sections = [Section(kind="text", text=f"{different} of {len(rows)} settings differ (marked ≠)")]
+    down = DownNodes(snap.nodes, ((st.service, st.node) for st in (a, b)))
     for st in (a, b):
-        if st.state == "unreachable":
+        if st.node in down:  # both sides on one down node: its reason once
+            sections += down.card(st.node)
+        elif st.state == "unreachable":
             sections.append(Section(kind="context", text=f"⚠ {st.service}@{st.node} is unreachable: {st.reason}"))
     sections.append(Section(kind="table", headers=["setting", la, lb], rows=diff_rows))
     data = snapshot_data(snap)

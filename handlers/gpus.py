@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from handlers.context import Context, Request
+from handlers.down_nodes import DownNodes
 from handlers.live import answered, failure, node_error_sections, snapshot_data
 from handlers.reply import Reply, Section, Status
 from services.node.probe import ProbeOptions
@@ -25,8 +26,10 @@ async def handle(ctx: Context, req: Request) -> Reply:
             for p in g.processes:
                 if p.pid is not None and not any(p.pid == lo.pid for lo in st.leftovers):
                     owners[(st.node, p.pid)] = st.service
+    down = DownNodes(snap.nodes, ((st.service, st.node) for st in snap.services))
     for n in snap.nodes:
-        if not n.ok:
+        if not n.ok:  # the reason once, and the services it took with it
+            sections += down.card(n.node)
             continue
         status: Status = "warn" if n.leftovers else "ok"
         statuses.append(status)
@@ -54,7 +57,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
                 f"⚠ {len(n.leftovers)} process(es) hold {total:,} MiB but belong to no running service "
                 "(leftovers after a stop or crash?). Check with `pgrep -af 'VLLM::'` on the node and stop "
                 "them before the next start, or the load will wait for memory or run out of it.")))
-    sections += node_error_sections(snap, set())
+    sections += node_error_sections(snap, set(down.reports))  # discovery nodes with no vLLM unit
     statuses += ["error" for n in snap.nodes if not n.ok]
     data = snapshot_data(snap)
     data["nodes"] = [

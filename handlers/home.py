@@ -18,6 +18,7 @@ from config.models import Service
 from handlers import restart
 from handlers.common import PHASE_WORDS, remaining, state_line
 from handlers.context import Asker, Context, Request
+from handlers.down_nodes import names_words
 from handlers.live import apply_history, record_snapshots
 from handlers.notify import groups_of
 from handlers.reply import Reply
@@ -83,13 +84,19 @@ class ServiceCard(BaseModel):
 
 
 class NodeProblem(BaseModel):
-    """A node that did not answer, and why."""
+    """A node that did not answer, and why; the services on it are listed here, not as cards of their own."""
 
     model_config = ConfigDict(extra="forbid")
 
     node: str
     reason: str
     fix: str = ""
+    services: list[str] = Field(default_factory=list)
+
+    @property
+    def services_words(self) -> str:
+        """``kimi, qwen, llama, and 997 more`` (empty when no configured service is on it)."""
+        return names_words(self.services)
 
 
 class Dashboard(BaseModel):
@@ -102,6 +109,11 @@ class Dashboard(BaseModel):
     unreachable: list[NodeProblem] = Field(default_factory=list)
     elapsed_s: float = 0.0
     user_id: str | None = None
+
+    @property
+    def service_count(self) -> int:
+        """Every service on the dashboard: those with a card and those on nodes that did not answer."""
+        return len(self.services) + sum(len(p.services) for p in self.unreachable)
 
 
 def _card(st: ServiceState, now: datetime) -> ServiceCard:
@@ -147,7 +159,13 @@ async def read_dashboard(ctx: Context) -> Dashboard:
     except Exception:
         # The store only adds history (ETA, drift, last restart): never lose the dashboard to it.
         log.warning("state store unavailable; dashboard without history", exc_info=True)
-    cards = [_card(st, now) for st in snap.services]
+    # A node that did not answer is one line with its reason (and its services named), not one "unreachable"
+    # card per service repeating it: they would fill Slack's 100 blocks ahead of every service that answered.
+    on_down: dict[str, list[str]] = {n.node: [] for n in snap.nodes if not n.ok}
+    for st in snap.services:
+        if st.node in on_down:
+            on_down[st.node].append(st.service)
+    cards = [_card(st, now) for st in snap.services if st.node not in on_down]
     try:
         silenced = {(s.service, s.node): s for s in await silences_now(ctx)}
     except Exception:
@@ -160,7 +178,7 @@ async def read_dashboard(ctx: Context) -> Dashboard:
             c.silenced_until, c.silenced_by, c.silence_reason = s.until, s.by, s.reason or None
     cards.sort(key=order_key)
     problems = [NodeProblem(node=n.node, reason=n.error.reason if n.error else "no answer",
-                            fix=n.error.fix if n.error else "")
+                            fix=n.error.fix if n.error else "", services=on_down[n.node])
                 for n in snap.nodes if not n.ok]
     return Dashboard(read_at=now, services=cards, unreachable=problems, elapsed_s=snap.elapsed_s)
 

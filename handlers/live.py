@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from handlers.context import Context, Request
+from handlers.down_nodes import node_down_sections
 from handlers.reply import Reply, Section, Status
 from services.cluster import COLLECT_FROM_NODES, NodeReport, Snapshot
 from services.models import ServiceState, State
@@ -108,17 +109,22 @@ def answered(snap: Snapshot | Cards) -> bool:
 
 
 def snapshot_data(snap: Snapshot) -> dict[str, Any]:
-    """The ``data`` of a reply: one object per service, plus per-node reachability and the unreachable ones."""
-    return _data([s.model_dump(mode="json") for s in snap.services], snap.nodes)
+    """The ``data`` of a reply: one object per service, plus per-node reachability (and each node's services)
+    and the unreachable ones."""
+    return _data([s.model_dump(mode="json") for s in snap.services], snap.nodes,
+                 ((s.service, s.node) for s in snap.services))
 
 
-def _data(services: list[dict[str, Any]] | list[dict[str, object]] | None, nodes: list[NodeReport]
-          ) -> dict[str, Any]:
+def _data(services: list[dict[str, Any]] | list[dict[str, object]] | None, nodes: list[NodeReport],
+          pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    on_node: dict[str, list[str]] = {n.node: [] for n in nodes}
+    for service, node in pairs:
+        on_node.setdefault(node, []).append(service)
     return {
         **({"services": services} if services is not None else {}),
         "nodes": [
             {"node": n.node, "ok": n.ok, "error": n.error.model_dump() if n.error else None,
-             "elapsed_s": round(n.elapsed_s, 3)}
+             "elapsed_s": round(n.elapsed_s, 3), "services": on_node[n.node]}
             for n in nodes
         ],
         "unreachable": [n.node for n in nodes if not n.ok],
@@ -158,6 +164,14 @@ async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: C
         for i, report, sts in batch:
             reports[i] = report
             built = per_node[i]
+            # A node that did not answer gets one card, its reason said once (handlers.down_nodes), not a card
+            # per service repeating it; each service still has its data object.
+            down = [] if report.ok else node_down_sections(report, [st.service for st in sts])
+            while sts and not report.ok:
+                st = sts.pop(0)
+                built.append((down, st.model_dump(mode="json") if dump else None, STATE_STATUS[st.state],
+                              ServiceBrief(service=st.service, node=st.node, state=st.state)))
+                down = []
             while sts:
                 st = sts.pop(0)
                 built.append((card(st, ctx), st.model_dump(mode="json") if dump else None, STATE_STATUS[st.state],
@@ -192,7 +206,8 @@ def cards_reply(intent: str, title: str, cards: Cards) -> Reply:
 
     ok = answered(cards)
     return Reply(intent=intent, ok=ok, title=title, status=worst(cards.statuses), sections=cards.sections,
-                 data=_data(cards.services_data, cards.nodes), error=None if ok else failure(cards))
+                 data=_data(cards.services_data, cards.nodes, ((b.service, b.node) for b in cards.services)),
+                 error=None if ok else failure(cards))
 
 
 def failure(snap: Snapshot | Cards) -> str:
@@ -203,14 +218,13 @@ def failure(snap: Snapshot | Cards) -> str:
 
 
 def node_error_sections(snap: Snapshot, reported: set[str]) -> list[Section]:
-    """Nodes that failed and have no service card of their own (discovery nodes)."""
+    """Nodes with no card of their own: down nodes none of whose services was shown (discovery nodes), and
+    discovery nodes that answered with no vLLM unit."""
     out: list[Section] = []
     for n in snap.nodes:
-        if not n.ok and n.error and n.node not in reported:
-            out += [Section(kind="header", title=f"node {n.node}", status="error"),
-                    Section(kind="text", text=f"unreachable — {n.error.reason}"),
-                    Section(kind="context", text=f"fix: {n.error.fix}" if n.error.fix else None)]
+        if not n.ok and n.node not in reported:
+            out += node_down_sections(n, [])
         elif n.ok and n.discovered == [] and n.node not in reported:
             out += [Section(kind="header", title=f"node {n.node}", status="info"),
                     Section(kind="text", text="no vLLM units found on this node")]
-    return [s for s in out if s.kind != "context" or s.text]
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from handlers.common import STATE_STATUS, worst
 from handlers.context import Context, Request
+from handlers.down_nodes import DownNodes
 from handlers.live import answered, failure, node_error_sections, snapshot_data
 from handlers.reply import Attachment, Reply, Section
 from services.node.probe import ProbeOptions
@@ -27,7 +28,11 @@ async def handle(ctx: Context, req: Request) -> Reply:
     snap = await ctx.cluster.snapshot(req.services, req.nodes, ProbeOptions(journal_lines=0, log_lines=n, gpus=False))
     sections: list[Section] = []
     attachments: list[Attachment] = []
+    down = DownNodes(snap.nodes, ((st.service, st.node) for st in snap.services))
     for st in snap.services:
+        if st.node in down:  # one card for the node, its reason said once
+            sections += down.card(st.node)
+            continue
         lines = st.logs or []
         title = f"{st.service} on {st.node} — last {len(lines)} lines {note}".strip()
         sections.append(Section(kind="header", title=title, status=STATE_STATUS[st.state]))
@@ -46,7 +51,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
             sections.append(Section(kind="code", text="\n".join(lines[-10:]), title="newest 10 lines (all attached)"))
         else:
             sections.append(Section(kind="code", text=text))
-    sections += node_error_sections(snap, {s.node for s in snap.services})
+    sections += node_error_sections(snap, {s.node for s in snap.services})  # discovery nodes
     statuses = [STATE_STATUS[s.state] for s in snap.services]
     data = snapshot_data(snap)
     ok = answered(snap)

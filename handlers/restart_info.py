@@ -13,6 +13,7 @@ from typing import Any
 from config.models import AccessPolicy, Service
 from handlers.common import STATE_STATUS, ago, state_line
 from handlers.context import Context, Request
+from handlers.down_nodes import DownNodes
 from handlers.live import snapshot_data
 from handlers.notify import groups_of
 from handlers.reply import Reply, Section
@@ -82,15 +83,19 @@ async def handle(ctx: Context, req: Request) -> Reply:
         names_nodes.setdefault(s.name, set()).add(s.node)
     sections: list[Section] = []
     out: list[dict[str, Any]] = []
+    down = DownNodes(snap.nodes, ((s.name, s.node) for s in req.services))
     for svc in req.services:
         st: ServiceState | None = states.get((svc.name, svc.node))
         status = STATE_STATUS[st.state] if st is not None else "info"
+        sections += down.card(svc.node)  # a down node's reason once, before its first service
         sections.append(Section(kind="header", title=f"{svc.name} on {svc.node}", status=status))
         fields: list[tuple[str, str]] = []
         if st is not None and st.state != "unreachable":
             started = f"{st.since:%Y-%m-%d %H:%M} UTC ({ago(st.since, now)})" if st.since else "unknown"
             fields.append(("current start", started))
             fields.append(("automatic restarts", f"{st.restarts} (systemd's NRestarts for this unit)"))
+        elif svc.node in down:
+            fields.append(("node", f"{svc.node} unreachable (above)"))
         elif st is not None:
             fields.append(("node", state_line(st, now)))
         mine = [e for e in entries if e.service == svc.name and e.node in (svc.node, None)

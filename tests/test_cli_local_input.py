@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,7 +114,44 @@ def test_config_not_utf8_and_empty_config_are_exit_2(workdir: Path) -> None:
     empty = workdir / "empty.toml"
     empty.write_text("")
     for cmd in (["ask", "status"], ["check"], ["restart", "kimi"]):
-        assert_one_line(run(cmd, empty), "empty.toml: the config is empty", "[[nodes]]")
+        assert_line_and_example(run(cmd, empty), "empty.toml: the config is empty", "[[nodes]]")
+
+
+def assert_line_and_example(done: subprocess.CompletedProcess[str], *words: str) -> str:
+    """Exit 2, one line saying what is wrong, then config text to add (returned) that a person can paste."""
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    line, blank, example = done.stderr.partition("\n\n")
+    assert blank and "\n" not in line.strip(), done.stderr
+    for w in words:
+        assert w in line, line
+    return example
+
+
+@pytest.mark.parametrize("text", ["[state]\ndir = \"{state}\"\n", "[watch]\ninterval = \"30s\"\n"])
+def test_a_config_naming_no_node_says_what_to_add_and_is_exit_2(workdir: Path, text: str) -> None:
+    # Valid TOML and valid keys, but no node: every question would be answered with nothing. `check` said
+    # "valid (0 nodes, 0 services)" and exited 0 (issue 22).
+    config = workdir / "inferbot.toml"
+    config.write_text(text.format(state=workdir))
+    examples = set()
+    for cmd in COMMANDS:
+        done = run(cmd, config)
+        examples.add(assert_line_and_example(done, "inferbot.toml", "names no node", "[[nodes]]", "[[services]]"))
+        if "--json" in cmd:
+            out = json.loads(done.stdout)
+            assert out["ok"] is False and "names no node" in out["error"] and "\n" not in out["error"]
+            examples.add(out["example"])
+    assert len(examples) == 1
+    example = examples.pop()
+    parsed = tomllib.loads(example)  # what it says to add is a node and its service, as TOML
+    assert [n["name"] for n in parsed["nodes"]] == ["gpu-a"]
+    assert [(s["name"], s["node"]) for s in parsed["services"]] == [("kimi", "gpu-a")]
+    # Pasted in, the config gets past validation: `check` now tries the node (exit 1, it does not exist).
+    reachable_here = f'host = "127.0.0.4"\nport = 9\nknown_hosts = "{workdir}/known_hosts"'
+    config.write_text(text.format(state=workdir) + "\n" + example.replace('host = "10.0.0.5"', reachable_here))
+    done = run(["check"], config)
+    assert done.returncode == 1 and "valid (1 node, 1 service)" in done.stdout, (done.stdout, done.stderr)
 
 
 def test_state_url_in_a_missing_directory_is_exit_2(workdir: Path) -> None:

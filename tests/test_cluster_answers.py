@@ -35,8 +35,9 @@ async def test_a_hung_node_answers_last_and_the_cards_keep_the_targets_order(mak
             seen += [report.node for _, report, _ in batch]
         assert sorted(seen) == ["gpu-a", "gpu-b", "gpu-c"] and seen[-1] == "gpu-a"
         reply = await answer("what are current settings?", rt.context(Asker(surface="json")))
-    headers = [s.title for s in reply.sections if s.kind == "header"]
-    assert [h.split(" on ")[1] for h in headers] == ["gpu-a", "gpu-b", "gpu-c"]
+    headers = [s.title or "" for s in reply.sections if s.kind == "header"]
+    # "kimi on gpu-b", or the card of a node that did not answer: "gpu-a unreachable"
+    assert [h.split(" on ")[1] if " on " in h else h.split()[0] for h in headers] == ["gpu-a", "gpu-b", "gpu-c"]
     states = {s["node"]: s["state"] for s in reply.data["services"]}
     assert states == {"gpu-a": "unreachable", "gpu-b": "ready", "gpu-c": "ready"}
 

@@ -147,7 +147,7 @@ def test_config_that_is_not_utf8_is_one_config_error(tmp_path: Path) -> None:
 def test_empty_config_says_what_to_add(tmp_path: Path, text: str) -> None:
     path = tmp_path / "empty.toml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=r"empty.toml: the config is empty — add at least one \[\[nodes\]\]"):
+    with pytest.raises(ConfigError, match=r"empty.toml: the config is empty — add a \[\[nodes\]\] block"):
         load_config(str(path))
 
 

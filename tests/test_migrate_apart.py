@@ -27,6 +27,7 @@ from services.store.store import Store
 from tests.pg import PASSWORD, PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
+A_NODE = '[[nodes]]\nname = "gpu-a"\nhost = "127.0.0.4"\n\n'
 
 # `inferbot serve`'s start in a fresh interpreter (this one has imported Alembic long ago): the runtime, then
 # bot.replicas.open_leadership, then which packages the process holds.
@@ -72,7 +73,7 @@ async def test_a_first_start_creates_the_schema_without_alembic_in_the_bot(
         state: tuple[str, str, dict[str, str]], tmp_path: Path) -> None:
     table, url, env = state
     config = tmp_path / "inferbot.toml"
-    config.write_text(table)
+    config.write_text(A_NODE + table)  # a config naming no node is refused (nothing to ask)
     first = await asyncio.to_thread(serve_start, config, env)
     assert first == {"problem": None, "version": head_version(), "alembic": False, "mako": False}
     check = Store(url)

@@ -285,3 +285,97 @@ def test_pem_over_several_journal_lines() -> None:
 def test_redact_lines_equals_per_line_on_ordinary_text() -> None:
     lines = [*PLAIN, *(c[0] for c in CORPUS if "\n" not in c[0])]
     assert redact_lines(lines) == [redact_patterns(x) for x in lines]
+
+
+# --- issue 22: what spans lines, hides its shape, or is context ----------------------------------------------
+
+def test_json_key_and_value_on_two_journal_lines() -> None:
+    lines = ['DEBUG 12-02 10:00:01 [cfg.py:30] request body: {"api_key":',
+             '  "1Ut9smiSZTnIgmoEnXNx9xWMpmq1dk4T", "port": 8000}',
+             "INFO 12-02 10:00:02 [cfg.py:31] aws_secret_access_key =",
+             "vVkS8Imngn5AJRzn9Edn8NFi",
+             "INFO 12-02 10:00:03 [cfg.py:32] Loading weights took 3.2 seconds"]
+    for out in (redact_lines(lines), Redactor().lines(lines), redact_patterns("\n".join(lines)).split("\n")):
+        joined = "\n".join(out)
+        assert "1Ut9smiSZTnIgmoEnXNx9xWMpmq1dk4T" not in joined and "vVkS8Imngn5AJRzn9Edn8NFi" not in joined, out
+        assert len(out) == len(lines) and out[0] == lines[0] and out[-1] == lines[-1]
+        assert '"port": 8000}' in out[1] and "[cfg.py:31] aws_secret_access_key =" in out[2]
+
+
+def test_lines_as_journalctl_prints_them_keep_their_prefix() -> None:
+    pre = "2026-12-05T00:03:03+0000 gpu-r sh[8209]: "
+    lines = [pre + '{"api_key":', pre + '  "1Ut9smiSZTnIgmoEnXNx9xWMpmq1dk4T"}', pre + "api_key",
+             pre + "  Value error [type=value_error, input_value='TWLHVgh2a9Lqi28vWqQiMp5qI4zDiM', input_type=str]"]
+    out = redact_lines(lines)
+    assert out == [lines[0], pre + f'  "{REDACTED}"}}', lines[2],
+                   pre + f"  Value error [type=value_error, input_value='{REDACTED}', input_type=str]"]
+
+
+def test_a_list_value_that_runs_over_lines_goes_whole() -> None:
+    lines = ["cfg 'api_keys':", "  ['KbLm5ZXr2b8Rrn1DyHdqE0m4',", "   'Fv0wQpG3zxk6Lr4TnSa7Ym2e']", "next line stays"]
+    out = redact_lines(lines)
+    assert "KbLm5ZXr2b8Rrn1DyHdqE0m4" not in "".join(out) and "Fv0wQpG3zxk6Lr4TnSa7Ym2e" not in "".join(out)
+    assert out[-1] == "next line stays"
+
+
+PYDANTIC_ERROR = [
+    "pydantic_core._pydantic_core.ValidationError: 2 validation errors for ServerSettings",
+    "api_key",
+    "  String should have at least 40 characters [type=string_too_short, "
+    "input_value='TWLHVgh2a9Lqi28vWqQiMp5qI4zDiM', input_type=str]",
+    "    For further information visit https://errors.pydantic.dev/2.11/v/string_too_short",
+    "max_model_len",
+    "  Input should be a valid integer [type=int_parsing, input_value='32k-tokens', input_type=str]",
+]
+
+
+def test_pydantic_input_value_of_a_secret_field() -> None:
+    """pydantic names the field on the line above its errors; the secret field's input goes, another's stays."""
+    for out in (redact_lines(PYDANTIC_ERROR), redact_patterns("\n".join(PYDANTIC_ERROR)).split("\n")):
+        joined = "\n".join(out)
+        assert "TWLHVgh2a9Lqi28vWqQiMp5qI4zDiM" not in joined, out
+        assert "input_value='32k-tokens'" in joined and "string_too_short" in joined
+
+
+def test_yaml_explicit_keys_and_anchors() -> None:
+    text = ("model: /models/x\n"
+            "? api-key\n"
+            ": 9QwErTy7UiOp3AsDfGh1JkLz\n"
+            "x-common: &tok 4ZxCvBn8MqWeRt2YuIoP6aSd\n"
+            "hf-token: *tok\n"
+            "kv-transfer-config:\n"
+            "  kv_connector: LMCacheConnectorV1\n"
+            "  kv_connector_extra_config: {api_key: *tok}\n"
+            "max-model-len: 4096\n")
+    out = redact_yaml_text(text)
+    assert "9QwErTy7UiOp3AsDfGh1JkLz" not in out and "4ZxCvBn8MqWeRt2YuIoP6aSd" not in out, out
+    data = yaml.safe_load(out)
+    assert data["api-key"] == REDACTED and data["hf-token"] == REDACTED and data["model"] == "/models/x"
+    assert data["max-model-len"] == 4096 and data["kv-transfer-config"]["kv_connector"] == "LMCacheConnectorV1"
+
+
+def test_a_known_value_that_is_a_key_name_takes_the_value_after_it() -> None:
+    """A secret-named setting whose value is a key's name ("credential_source": "aws_secret_access_key") made the
+    key itself "[redacted]", and the value after it was shown."""
+    r = Redactor()
+    r.add_from({"credential_source": "aws_secret_access_key"})
+    line = "INFO 12-02 10:00:01 [s3.py:41] aws_secret_access_key = ywJDgcb6qcF0xrKJzUfTjIAJV77i"
+    for out in (r.text(line), r.lines([line])[0]):
+        assert "ywJDgcb6qcF0xrKJzUfTjIAJV77i" not in out and "[s3.py:41]" in out, out
+
+
+def test_a_short_known_value_never_cuts_into_a_file_name_or_a_word() -> None:
+    r = Redactor(["vllm", "tok1"])
+    out = r.text("[vllm_config.py:12] loading pytok1 as vllm with tok1")
+    assert out == f"[vllm_config.py:12] loading pytok1 as {REDACTED} with {REDACTED}"
+
+
+@pytest.mark.parametrize("line", [
+    "\x1b[32mINFO\x1b[0m 12-02 10:00:01 [loader.py:120] Loading weights took 12.3 seconds",
+    "GET /v1/models?next=%2Fhome%3Fq%3D1 HTTP/1.1\" 200 OK",
+    "GPU KV cache usage: 3.1%, prefix cache hit rate: 41.2%",
+    "model\u00a0name:\u00a0Kimi-K2.5\u200b",
+])
+def test_a_line_with_hidden_characters_and_no_secret_comes_back_unchanged(line: str) -> None:
+    assert redact_patterns(line) == line
+    assert redact_lines([line]) == [line]

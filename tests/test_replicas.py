@@ -77,7 +77,8 @@ def test_password_only_from_the_environment(tmp_path: Path) -> None:
 
 def test_cli_refuses_a_password_in_the_config(tmp_path: Path) -> None:
     cfg = tmp_path / "inferbot.toml"
-    cfg.write_text('[state]\nurl = "postgresql://inferbot:hunter2-pw@127.0.0.1:1/inferbot"\n')
+    cfg.write_text('[[nodes]]\nname = "gpu-a"\nhost = "127.0.0.4"\n\n'
+                   '[state]\nurl = "postgresql://inferbot:hunter2-pw@127.0.0.1:1/inferbot"\n')
     out = subprocess.run([sys.executable, "-m", "bot.cli", "ask", "--config", str(cfg), "status"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2

@@ -10,7 +10,6 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -20,6 +19,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from config.local_file import LocalFileError, read_secret_file
 from config.models import SlackSettings
 from services.redact import Secret
 
@@ -55,9 +55,9 @@ def read_secret(name: str, env: Mapping[str, str] | None = None) -> Secret | Non
     path = env.get(f"{name}_FILE", "").strip()
     if path:
         try:
-            value = Path(path).read_text(encoding="utf-8").strip()
-        except OSError as e:
-            raise MissingToken(f"{name}_FILE={path}: cannot read it ({e.strerror})") from None
+            value = read_secret_file(path)
+        except LocalFileError as e:  # a FIFO or /dev/zero is refused, not waited on or read without end
+            raise MissingToken(f"{name}_FILE={path}: {e} — point it at the file holding the token") from None
         if value:
             return Secret(value)
         raise MissingToken(f"{name}_FILE={path} is empty: put the token in it ({TOKEN_HELP[name]})")

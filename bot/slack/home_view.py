@@ -125,6 +125,9 @@ def _counts(dash: Dashboard) -> str:
     by_state: dict[str, int] = {}
     for c in dash.services:
         by_state[c.state] = by_state.get(c.state, 0) + 1
+    down = sum(len(p.services) for p in dash.unreachable)  # on nodes that did not answer: no cards of their own
+    if down:
+        by_state["unreachable"] = by_state.get("unreachable", 0) + down
     return ", ".join(f"{n} {s}" for s, n in by_state.items())
 
 
@@ -134,7 +137,7 @@ def render_home(dash: Dashboard) -> View:
         HeaderBlock(text=PlainTextObject(text="inferbot — fleet dashboard", emoji=True)),
         ContextBlock(elements=[MarkdownTextObject(text=_cut(
             f"Read at *{dash.read_at:%Y-%m-%d %H:%M:%S} UTC* ({dash.elapsed_s:.1f} s) · "
-            f"{len(dash.services)} services" + (f": {_counts(dash)}" if dash.services else "")
+            f"{dash.service_count} services" + (f": {_counts(dash)}" if dash.service_count else "")
             + " · it refreshes itself while loads progress", MAX_CONTEXT_TEXT))]),
         ActionsBlock(elements=[ButtonElement(text=PlainTextObject(text="Refresh", emoji=True), action_id=REFRESH,
                                              value="refresh")]),
@@ -142,10 +145,11 @@ def render_home(dash: Dashboard) -> View:
     problems: list[Block] = []
     if dash.unreachable:
         lines = [f"🔌 *{escape(p.node)}* is unreachable — {escape(_cut(p.reason, 400))}"
+                 + (f" — {escape(p.services_words)}" if p.services else "")
                  + (f"\n      _{escape(_cut(p.fix, 300))}_" if p.fix else "") for p in dash.unreachable]
         text = _cut("\n".join(lines), MAX_TEXT)
         problems = [SectionBlock(text=MarkdownTextObject(text=text)), DividerBlock()]
-    if not dash.services:
+    if not dash.service_count:
         problems.append(SectionBlock(text=MarkdownTextObject(
             text="No services are configured yet: add `[[services]]` to the config.")))
     budget = MAX_VIEW_BLOCKS - len(top) - len(problems)

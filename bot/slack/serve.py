@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app import runtime
 from bot.slack.app import bot_of, build_app, state_of
 from bot.slack.client import TOKEN_HELP, MissingToken, Tokens, api_base_url, load_tokens, make_client
+from bot.terminal import shown
 from config.models import BotConfig
 from services.redact import Secret
 
@@ -99,9 +100,9 @@ async def serve(config: BotConfig, http: bool, host: str, port: int, *,
                 stop: asyncio.Event | None = None) -> int:
     """Run the bot until SIGINT/SIGTERM (or ``stop``): Socket Mode by default, the Events API with ``http``."""
     try:
-        tokens = load_tokens(http)
+        tokens = await asyncio.to_thread(load_tokens, http)  # *_FILE may be read: not in the event loop
     except MissingToken as e:
-        print(f"inferbot: {e}", file=sys.stderr)
+        print(shown(f"inferbot: {e}"), file=sys.stderr)
         return EXIT_USAGE
     base_url = api_base_url(config.slack)
     client = make_client(tokens.bot, base_url)
@@ -110,7 +111,7 @@ async def serve(config: BotConfig, http: bool, host: str, port: int, *,
     except (TimeoutError, SlackClientError, OSError) as e:
         problem = f"cannot reach the Slack Web API at {base_url} ({type(e).__name__})"
     if problem:
-        print(f"inferbot: {problem}", file=sys.stderr)
+        print(shown(f"inferbot: {problem}"), file=sys.stderr)
         return EXIT_USAGE
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -135,7 +136,7 @@ async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: To
 
         leadership = await open_leadership(rt)  # the schema is checked/upgraded here: one line if it can't be
         if isinstance(leadership, str):
-            print(f"inferbot: {leadership}", file=sys.stderr)
+            print(shown(f"inferbot: {leadership}"), file=sys.stderr)
             return EXIT_USAGE
         app = build_app(rt, config.slack, client=client, signing_secret=tokens.signing)
         bot = state_of(app)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import asyncssh
 
+from config.local_file import KNOWN_HOSTS_MAX_BYTES, SSH_KEY_MAX_BYTES, regular_file_problem
 from config.models import Node
 from services.models import CommandResult, NodeError
 from services.node.ssh_files import SshFiles
@@ -419,6 +420,11 @@ def _local_files(node: Node) -> tuple[str, str | None]:
             fix=f"verify the node's host key fingerprint, then add it: "
                 f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
         ))
+    # asyncssh reads these files itself: a FIFO would block its reader for good, /dev/zero fill the memory.
+    problem = regular_file_problem(known_hosts, KNOWN_HOSTS_MAX_BYTES)
+    if problem:
+        raise NodeUnreachable(NodeError(kind="host_key", reason=f"known_hosts file {node.known_hosts} {problem}",
+                                        fix="set known_hosts to the file holding the nodes' host keys"))
     if not node.key_file:
         return known_hosts, None
     key_path = os.path.expanduser(node.key_file)
@@ -427,6 +433,11 @@ def _local_files(node: Node) -> tuple[str, str | None]:
             kind="auth", reason=f"key file {node.key_file} does not exist",
             fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
         ))
+    for path in (key_path, key_path + ".pub", key_path + "-cert.pub"):  # asyncssh reads the pair's too
+        problem = regular_file_problem(path, SSH_KEY_MAX_BYTES)
+        if problem:
+            raise NodeUnreachable(NodeError(kind="auth", reason=f"key file {path} {problem}",
+                                            fix="set key_file to the bot's private key file"))
     return known_hosts, key_path
 
 

@@ -12,11 +12,11 @@ Any ``postgresql://`` / ``postgres://`` URL is driven by psycopg 3 (``postgresql
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
+from config.local_file import LocalFileError, read_secret_file
 from services.store.errors import DatabaseUrlError
 
 __all__ = ["PASSWORD_ENV", "DatabaseUrlError", "database_url", "describe", "is_postgres", "is_sqlite"]
@@ -35,9 +35,10 @@ def _password(env: Mapping[str, str]) -> str | None:
     if not path:
         return None
     try:
-        value = Path(path).read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise DatabaseUrlError(f"{PASSWORD_ENV}_FILE={path}: cannot read it ({e.strerror})") from None
+        value = read_secret_file(path)
+    except LocalFileError as e:  # a FIFO or /dev/zero is refused, not waited on or read without end
+        raise DatabaseUrlError(f"{PASSWORD_ENV}_FILE={path}: {e} — point it at the file holding the password") \
+            from None
     if not value:
         raise DatabaseUrlError(f"{PASSWORD_ENV}_FILE={path} is empty: put the database password in it")
     return value

@@ -32,6 +32,23 @@ from services.sim.scenarios import KIMI_UNIT
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 
+async def health_now(b: Any, status: int) -> None:
+    """Wait until kimi's fake vLLM itself answers ``/health`` with ``status``: ``set_live`` takes effect at the
+    server's next tick, and a look made before that reads the old health (seen in full runs, where the looks
+    came faster than the tick)."""
+    url = b.node.api_url(KIMI_UNIT) + "/health"
+
+    async def answers() -> bool:
+        async with b.session.get(url) as r:
+            return r.status == status
+
+    for _ in range(200):
+        if await answers():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{url} never answered {status}")
+
+
 async def looks(b: Any, n: int) -> None:
     """``n`` looks of the watcher, as its job makes them (posting through the app's Slack notifier)."""
     ctx = b.rt.context(Asker(surface="json"))
@@ -81,6 +98,7 @@ async def test_unhealthy_once_through_a_slack_outage_then_healthy_once(health_bo
     await looks(b, 1)  # the baseline: kimi is ready in this start
     node = b.node
     node.set_live(KIMI_UNIT, health_status=503)
+    await health_now(b, 503)
     for _ in range(8):
         await looks(b, 1)
         if fs.texts(NOTIFY):
@@ -93,6 +111,7 @@ async def test_unhealthy_once_through_a_slack_outage_then_healthy_once(health_bo
     blocks = all_text(body["blocks"])
     assert "Last journal lines" in blocks and "hf_" not in blocks and "sk-kimi" not in blocks
     node.set_live(KIMI_UNIT, health_status=None)
+    await health_now(b, 200)
     await looks(b, 3)
     ok = [t for t in fs.texts(NOTIFY) if "is healthy again" in t]
     assert len(ok) == 1 and ok[0].startswith("✅ kimi on gpu-a is healthy again"), ok
@@ -115,6 +134,7 @@ async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bo
     # Unhealthy while silenced: nothing posted, the audit line names the silence.
     node = b.node
     node.set_live(KIMI_UNIT, health_status=503)
+    await health_now(b, 503)
     await looks(b, 4)
     assert fs.texts(NOTIFY) == []
     entries = await b.rt.store.recent_audit("kimi", limit=50)
@@ -128,6 +148,7 @@ async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bo
     warn = [t for t in fs.texts(NOTIFY) if "is unhealthy" in t]
     assert len(warn) == 1, fs.texts(NOTIFY)
     node.set_live(KIMI_UNIT, health_status=None)
+    await health_now(b, 200)
     await looks(b, 2)
     assert len([t for t in fs.texts(NOTIFY) if "is healthy again" in t]) == 1, fs.texts(NOTIFY)
 

@@ -48,8 +48,8 @@ async def test_unreachable_node_is_a_friendly_answer_in_the_thread(fake_slack: F
     [call] = await fake_slack.wait_for("chat.postMessage")
     assert call.body["thread_ts"] == "1700000000.000800"
     text = all_text(call.body["blocks"])
-    assert "kimi on gpu-a" in text
-    assert "unreachable" in text and "connection refused" in text
+    assert "gpu-a unreachable" in text and "— kimi" in text  # the node's card names the service it took with it
+    assert "connection refused" in text
     assert "❌" in text
     assert "Traceback" not in text and "internal error" not in text
 

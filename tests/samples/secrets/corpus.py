@@ -139,3 +139,123 @@ NOT_SECRET_LINES: list[str] = [
     "KV cache usage: 12.5%, prefix cache hit rate: 40%",
     "https://example.com/docs/api",
 ]
+
+# Issue 22: shapes that leaked (and context that was over-redacted) on a hostile trial. Values are made up, but
+# random and of each provider's real length and alphabet, so gitleaks' exact-length and entropy checks hold.
+PYPI = ("pypi-AgEIcHlwaS5vcmczz2Tj2J2ek7up7NJQmZpTUcw9U2kA7ozhSxYTVVFPLE6J3iURlpcZ0rN3iIP3BG9g7sxcd_oPM1h5B5Vp8zwK8f_"
+        "foBLzD1v_Sdf_43Uej1R_H1LjKDZSG6_lxBl01AULQH00KD1JjXk")
+SENDGRID = "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"
+STRIPE_SK = ("sk_live_h3gm1ICBnISEaWC9j6YCQpEToJ6U5zEcA78v1GSjyAcm6eEhrE88Wy0G5bBFRXf0PhHpN3Yb6clmDLpHvZUhWHCO2P"
+             "WBSzKgdii")
+STRIPE_RK = ("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"
+             "4v3UFKon")
+REPLICATE = "r8_Trf3b9lrQfVZHGuP2Wa6eXBpXdivPpzYCL293"
+GROQ = "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"
+VAULT_HVS = ("hvs.CAESIE4TvfkEtZYxz8k3S55M_qslVs1ATrfjq8vvtB-7BealGS3HGhfkPSjfOkwRa7JH1n8nS2qIXHvh-qWFjPbeCeoU"
+             "rKfY")
+VAULT_HVB = ("hvb.AAAAAQFgiwz98w6i5Ob51oCTxaVcxC8CqYo4edFXklslBJ2GnS455z2Q9w7Zv_DnVg7aHdebwhsdsUrk5sHPxkMGXEYtVDBTmp"
+             "iGN1z_9uqIIdRouPP1gqTkzVaKXCvWQAq8lodrsMtl7SwNmA9Mo_spUHVT")
+NPM = "npm_vC5AZpluYRHQBOZWVYB6vLisTBPTtjzfw8nC"
+TWILIO = "SK2c695dd1272d2b0ab9c231fbcf8bbbd8"
+MAILGUN = "key-c45a264501752455b794823461191f67"
+
+_J = "INFO 12-02 10:00:01 "  # a vLLM-style journal prefix (with its own "[file.py:line]" after it)
+
+ISSUE22: list[SecretShape] = [
+    _env("i22-env-url-token-user", "OTEL_EXPORTER_OTLP_ENDPOINT",
+         "https://SP9lxwPtTjKHMT0EhunlBvkmr2uzH1Lvf14TUEfj@otel.example.net:4318/v1/traces",
+         "SP9lxwPtTjKHMT0EhunlBvkmr2uzH1Lvf14TUEfj", keep=("@otel.example.net:4318/v1/traces",)),
+    _flag("i22-flag-otlp-token-user", "otlp-traces-endpoint", "https://5qpHy26uSv5Pqdv1qXVT2HwAI0HLynlazYvc@collector:4317",
+          "5qpHy26uSv5Pqdv1qXVT2HwAI0HLynlazYvc", keep=("@collector:4317",)),
+    SecretShape("i22-journal-url-token-user", "journal",
+                _J + "[tracing.py:51] exporting spans to https://cl2HTKQ3EHo3xYGoaryAtoKa5UMxTDx8@otel.example.net/v1",
+                ("cl2HTKQ3EHo3xYGoaryAtoKa5UMxTDx8",), ("[tracing.py:51]", "@otel.example.net/v1")),
+    SecretShape("i22-journal-ini-aws-after-key", "journal",
+                _J + "[s3.py:41] credentials: aws_secret_access_key = yil6qs/gcPu8r0ozWp92cWEYVkyrZ8edyVcbUsJY",
+                ("yil6qs/gcPu8r0ozWp92cWEYVkyrZ8edyVcbUsJY",), ("[s3.py:41]", "aws_secret_access_key = ")),
+    SecretShape("i22-journal-curl-u", "journal",
+                _J + "[hooks.py:12] running: curl -sS -u deploy:MlxbXQS3Mqe8d5zFcB https://artifacts.example.net/up",
+                ("MlxbXQS3Mqe8d5zFcB",), ("[hooks.py:12] running: curl -sS -u ", "https://artifacts.example.net/up")),
+    SecretShape("i22-journal-mysql-p-space", "journal",
+                _J + "[backup.py:9] exec: mysql -h db.internal -u vllm -p 7ZvjHtL8Iqk5cI4d vllm_stats",
+                ("7ZvjHtL8Iqk5cI4d",), ("[backup.py:9]", "-h db.internal -u vllm -p ")),
+    SecretShape("i22-journal-mysql-p-attached", "journal",
+                _J + "[backup.py:9] exec: mysqldump -uroot -p1umK6dH0YZx8CY --single-transaction app",
+                ("1umK6dH0YZx8CY",), ("--single-transaction app",)),
+    # held on main already (a secret-named --flag takes the next word); kept here as the issue lists it
+    SecretShape("i22-journal-password-flag", "journal",
+                _J + "[backup.py:10] exec: mysqldump --password Wq3vNz8LkP2dRt6Y --single-transaction app",
+                ("Wq3vNz8LkP2dRt6Y",), ("--single-transaction app",)),
+    SecretShape("i22-journal-sshpass-p", "journal",
+                _J + "[sync.py:3] sshpass -p TKS0cShwcdqOdBz ssh ops@gpu-b uptime", ("TKS0cShwcdqOdBz",),
+                ("ssh ops@gpu-b uptime",)),
+    SecretShape("i22-journal-docker-login-p", "journal",
+                _J + "[pull.py:20] docker login -u ci -p QJcpUP37yhWqbKEakj7x registry.example.net",
+                ("QJcpUP37yhWqbKEakj7x",), ("registry.example.net",)),
+    SecretShape("i22-journal-redis-cli-a", "journal",
+                _J + "[cache.py:8] redis-cli -h cache -a 1Uc9kokoa21BpqlHJ8O3Vuh6 ping",
+                ("1Uc9kokoa21BpqlHJ8O3Vuh6",), ("ping",)),
+    SecretShape("i22-journal-header-tuples", "journal",
+                _J + "[client.py:77] request headers: Headers([('host', 'api.example.net'), "
+                "('x-api-key', '6M5j9E1rPEJ5PAZHszXj2UUGl6jEEx2O'), ('accept', '*/*')])",
+                ("6M5j9E1rPEJ5PAZHszXj2UUGl6jEEx2O",), ("('host', 'api.example.net')", "('accept', '*/*')")),
+    SecretShape("i22-journal-asgi-byte-headers", "journal",
+                _J + "[app.py:30] scope headers: [(b'host', b'10.0.0.7:8000'), "
+                "(b'x-api-key', b'TPWZBqHZtOPD0oB1ljkJqkYV3sJt')]",
+                ("TPWZBqHZtOPD0oB1ljkJqkYV3sJt",), ("(b'host', b'10.0.0.7:8000')",)),
+    SecretShape("i22-journal-cookie", "journal",
+                "DEBUG 12-02 10:00:01 [http.py:90] > Cookie: session=EwZKpNPqEopj6m9tL2ZtKwPVlcwEyUDt; theme=dark",
+                ("EwZKpNPqEopj6m9tL2ZtKwPVlcwEyUDt",), ("[http.py:90] > Cookie: ",)),
+    SecretShape("i22-journal-set-cookie", "journal",
+                "DEBUG 12-02 10:00:01 [http.py:91] < Set-Cookie: sid=YBBgbc4Id0TyfUmizNwocIn1ZT62FNNjfX0egscN; "
+                "Path=/; HttpOnly", ("YBBgbc4Id0TyfUmizNwocIn1ZT62FNNjfX0egscN",), ("[http.py:91] < Set-Cookie: ",)),
+    SecretShape("i22-journal-ansi-key", "journal",
+                "\x1b[32mINFO\x1b[0m 12-02 10:00:01 [config.py:12] \x1b[1mapi_key\x1b[0m=Qulf2618OrrCRmdGnvRlBwGU",
+                ("Qulf2618OrrCRmdGnvRlBwGU",), ("[config.py:12]",)),
+    SecretShape("i22-journal-nbsp-key", "journal", _J + "[env.py:5] HF_TOKEN\u00a0= ooQ6MT5FlzroSaoA66B6V5zt",
+                ("ooQ6MT5FlzroSaoA66B6V5zt",), ("[env.py:5]",)),
+    SecretShape("i22-journal-zero-width-key", "journal", _J + "[env.py:6] api_key\u200b=ZVyRtGUO7heBEFOUkfBtIZp8",
+                ("ZVyRtGUO7heBEFOUkfBtIZp8",), ("[env.py:6]",)),
+    SecretShape("i22-journal-url-encoded-pair", "journal",
+                _J + "[oauth.py:44] GET /callback?state=api_key%3DEh4Sq1HDizX4WTOe2Y42UXUegB9a&next=%2Fhome",
+                ("Eh4Sq1HDizX4WTOe2Y42UXUegB9a",), ("[oauth.py:44] GET /callback?state=",)),
+    SecretShape("i22-journal-url-encoded-json", "journal",
+                _J + "[proxy.py:61] body=%7B%22token%22%3A%22JxAIi6htBK0lRekRM9UWzeEto0%22%7D",
+                ("JxAIi6htBK0lRekRM9UWzeEto0",), ("[proxy.py:61] body=",)),
+    SecretShape("i22-journal-pydantic-errors-repr", "journal",
+                _J + "[settings.py:20] errors: [{'type': 'string_too_short', 'loc': ('api_key',), 'msg': "
+                "'String should have at least 40 characters', 'input': '3Qnljri8wqjDqXcosdHHQXx2l5YNuZ', "
+                "'ctx': {'min_length': 40}}]", ("3Qnljri8wqjDqXcosdHHQXx2l5YNuZ",), ("'ctx': {'min_length': 40}",)),
+    SecretShape("i22-journal-pypi", "journal", _J + f"[upload.py:7] twine using {PYPI}", (PYPI,), ("twine using",)),
+    SecretShape("i22-journal-sendgrid", "journal", _J + f"[mail.py:7] sendgrid client {SENDGRID} ready", (SENDGRID,),
+                ("ready",)),
+    SecretShape("i22-journal-stripe-sk", "journal", _J + f"[billing.py:7] stripe {STRIPE_SK}", (STRIPE_SK,)),
+    SecretShape("i22-journal-stripe-rk", "journal", _J + f"[billing.py:8] restricted {STRIPE_RK}", (STRIPE_RK,)),
+    SecretShape("i22-journal-replicate", "journal", _J + f"[remote.py:7] replicate {REPLICATE} ok", (REPLICATE,),
+                ("ok",)),
+    SecretShape("i22-journal-groq", "journal", _J + f"[remote.py:8] groq {GROQ} ok", (GROQ,), ("ok",)),
+    SecretShape("i22-journal-vault-hvs", "journal", _J + f"[vault.py:7] login {VAULT_HVS} ok", (VAULT_HVS,), ("ok",)),
+    SecretShape("i22-journal-vault-hvb", "journal", _J + f"[vault.py:8] batch {VAULT_HVB} ok", (VAULT_HVB,), ("ok",)),
+    SecretShape("i22-journal-npm", "journal", _J + f"[build.py:7] npm {NPM} ok", (NPM,), ("ok",)),
+    SecretShape("i22-journal-twilio", "journal", _J + f"[sms.py:7] twilio {TWILIO} ok", (TWILIO,), ("ok",)),
+    SecretShape("i22-journal-mailgun", "journal", _J + f"[mail.py:9] mailgun {MAILGUN} ok", (MAILGUN,), ("ok",)),
+    # Over-redaction: the file name and line number around a secret stay.
+    SecretShape("i22-journal-auth-py-line", "journal", _J + "[auth.py:88] refreshing token=bWEola8gIKjwZGuWLxXi",
+                ("bWEola8gIKjwZGuWLxXi",), ("[auth.py:88] refreshing token=",)),
+    SecretShape("i22-journal-token-utils-line", "journal",
+                _J + "[token_utils.py:120] using api_key=StvGWDReNIyMiosRKvsZ", ("StvGWDReNIyMiosRKvsZ",),
+                ("[token_utils.py:120] using api_key=",)),
+]
+CORPUS += ISSUE22
+
+# Issue 22: context that was over-redacted: a flag named in prose, a login name in a URL, a uid, other "-p".
+NOT_SECRET_ISSUE22: list[str] = [
+    "vllm serve: error: argument --api-key: expected at least one argument",
+    "INFO 12-02 10:00:01 [auth.py:88] refreshing the credentials cache",
+    "cloning ssh://git@github.com/org/models.git",
+    "connecting to postgres://postgres@db.internal:5432/app",
+    "docker run -u 1000:1000 -v /srv:/srv vllm/vllm-openai:v0.20.1",
+    "mkdir -p /var/lib/vllm && ssh -p 2222 gpu-a",
+]
+NOT_SECRET_LINES += NOT_SECRET_ISSUE22
+

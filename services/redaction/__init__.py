@@ -1,0 +1,1 @@
+"""Redaction of secrets in any shape, behind the public API of :mod:`services.redact`."""
