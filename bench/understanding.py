@@ -100,11 +100,15 @@ def judge(row: dict[str, object], cfg: BotConfig) -> Outcome:
     args = _args(r.args.model_dump())
     if r.command.name == "flag" or r.intent == "flag":
         args.pop("focus", None)
+    # A question back between two readings answers neither (right only where the label allows asking); an
+    # order in doubt answers the information about it, with the question first.
+    only_asked = r.asked and r.note is None
     out = Outcome(row=row, intent=r.intent if r.matched else "unclear", asked=r.asked,
                   services=sorted(r.named_services), nodes=sorted(r.named_nodes), unknown=sorted(r.unknown),
                   order=r.command.confirm and not r.asked and r.matched, args=args)
     also = list(row.get("also_ok") or [])  # type: ignore[call-overload]
-    out.intent_ok = out.intent == row["intent"] or out.intent in also or (out.asked and "ask" in also)
+    out.intent_ok = ((out.intent == row["intent"] or out.intent in also) and not only_asked) or (
+        out.asked and "ask" in also)
     out.targets_ok = (out.services == sorted(row["services"]) and out.nodes == sorted(row["nodes"])  # type: ignore[call-overload]
                       and out.unknown == sorted(row["unknown"]))  # type: ignore[call-overload]
     want = {k: v for k, v in dict(row["args"]).items() if v not in (None, False, "")}  # type: ignore[call-overload]

@@ -241,7 +241,7 @@ COMMANDS: tuple[Command, ...] = (
         examples=("gpu status", "gpus on gpu-a", "what's the gpu utilization on gpu-a", "vram"),
         words=Vocabulary(strong=("gpu", "gpus", "vram", "nvidia-smi", "gpu util", "gpu utilization",
                                  "gpu utilisation", "gpu memory", "gpu mem", "temps", "temperature", "power draw",
-                                 "how hot", "hot",
+                                 "how hot", "hot", "gpu status", "gpus status", "gpu health", "gpu state",
                                  "leftover", "zombie", "enginecore", "hogging"),
                          medium=("utilization", "utilisation", "util", "memory", "mem", "power", "watts",
                                  "processes", "procs", "holding", "free", "usage", "full", "idle", "blackwell",

@@ -51,7 +51,7 @@ _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "
             "unlock": "restarts"}
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
          "unlock": "clear the restart lock of"}
-_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until"})
+_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from"})
 _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
                            "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
@@ -445,7 +445,8 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         _order(reading, primary, w, found, message.to_other)
         if not reading.matched:
             return _unplaced(reading, w, best)
-    elif second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None:
+    elif (second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None
+          and _named(primary, name) and _named(primary, second[0])):
         _two_readings(reading, primary, w, (name, top), second)
     _second_question(reading, clauses, primary, found, w, config)
     skip = found.tokens | (setting.tokens if setting else set())
@@ -455,6 +456,11 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         reading.command, reading.intent = command("settings"), "settings"
         reading.args = arguments.parse(reading.command, w, message, None, False, skip)
     return reading
+
+
+def _named(clause: _Clause, name: str) -> bool:
+    """A reading the message names outright (a strong word of it), not one it only leans towards."""
+    return any(c == name and w >= 3.0 for h in clause.scores.hits for c, w in h.credits)
 
 
 def _two_readings(reading: Reading, primary: _Clause, w: Words, best: tuple[str, float],
