@@ -96,12 +96,13 @@ class _RecordingPool(NodePool):
         super().__init__()
         self.sent: dict[str, tuple[str, str | None]] = {}
 
-    async def run(self, node: Node, command: str, limit_s: float | None = None,
-                  stdin: str | None = None) -> CommandResult:
+    async def run(self, node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                  wait_s: float | None = None, read_only: bool = False) -> CommandResult:
         self.sent[node.name] = (command, stdin)
         raise NodeUnreachable(NodeError(kind="other", reason="recorded, not sent", fix=""))
 
-    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None) -> CommandResult:
+    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None,
+                  wait_s: float | None = None) -> CommandResult:
         self.sent[node.name] = (command, None)  # a session's stdin is the trigger: one newline per answer
         raise NodeUnreachable(NodeError(kind="other", reason="recorded, not sent", fix=""))
 

@@ -145,7 +145,6 @@ async def _timed(n: int, step: Callable[[int], Awaitable[object]]) -> dict[str, 
 async def measure_per_question(url: str, questions: int) -> dict[str, dict[str, float]]:
     """Median and p95 milliseconds of each store step a replica does per question."""
     from services.models import ServiceState
-    from services.store import shared_state
     from services.store.store import Store
 
     store = Store(url)
@@ -155,9 +154,9 @@ async def measure_per_question(url: str, questions: int) -> dict[str, dict[str, 
             "env": {}, "version": "0.11.0", "settings_source": "process"}
     try:
         out = {
-            "event_dedupe": await _timed(questions, lambda i: shared_state.claim_event(store, f"Ev{i}", now)),
-            "rate_limit": await _timed(questions, lambda i: shared_state.rate_check(store, f"U{i % 20}", 10)),
-            "snapshot_write": await _timed(questions, lambda i: store.record_snapshot(
+            "event_dedupe": await _timed(questions, lambda i: store.shared.claim_event(f"Ev{i}", now)),
+            "rate_limit": await _timed(questions, lambda i: store.shared.rate_check(f"U{i % 20}", 10)),
+            "snapshot_write": await _timed(questions, lambda i: store.snapshots.record(
                 ServiceState(**base, flags={"max-model-len": str(i)}), now)),
         }
         out["replica_total"] = {k: round(out["event_dedupe"][k] + out["rate_limit"][k], 3)

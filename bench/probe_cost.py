@@ -219,8 +219,8 @@ class LocalPool(NodePool):
         self.login = login
         self.sent: list[tuple[str, str | None]] = []
 
-    async def run(self, node: Node, command: str, limit_s: float | None = None,
-                  stdin: str | None = None) -> CommandResult:
+    async def run(self, node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                  wait_s: float | None = None, read_only: bool = False) -> CommandResult:
         """Run ``command`` as the node's login user; the result is what SSH would have returned."""
         self.sent.append((command, stdin))
         m = await asyncio.to_thread(run_measured, self.login, command, stdin)

@@ -248,8 +248,8 @@ async def pure(rec: Path, n: int, runs: int, state: str, render: bool, profile_p
         config = load_config(str(cfg))
         rss0 = _vm_rss_kib()
         async with runtime(config, with_store=with_store) as rt:
-            async def fake_run(node: Node, command: str, limit_s: float | None = None,
-                               stdin: str | None = None) -> CommandResult:
+            async def fake_run(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                               wait_s: float | None = None, read_only: bool = False) -> CommandResult:
                 rt.pool.runs += 1
                 return CommandResult(exit_status=0, stdout=stdout, stderr="", elapsed_s=0.01)
 
@@ -559,14 +559,14 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
             if not via_ssh:
                 busy = _Traffic(stdout) if traffic else None
 
-                async def fake_run(node: Node, command: str, limit_s: float | None = None,
-                                   stdin: str | None = None) -> CommandResult:
+                async def fake_run(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                                   wait_s: float | None = None, read_only: bool = False) -> CommandResult:
                     rt.pool.runs += 1
                     out = busy.next() if busy is not None else stdout
                     return CommandResult(exit_status=0, stdout=out, stderr="", elapsed_s=0.01)
 
-                async def fake_ask(node: Node, command: str, end: AnswerEnd,
-                                   limit_s: float | None = None) -> CommandResult:
+                async def fake_ask(node: Node, command: str, end: AnswerEnd, limit_s: float | None = None,
+                                   wait_s: float | None = None) -> CommandResult:
                     return await fake_run(node, command, limit_s)
 
                 rt.pool.run = fake_run  # type: ignore[method-assign]

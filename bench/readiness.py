@@ -156,7 +156,7 @@ async def run(samples: int) -> dict[str, Any]:
                     if t_health is None or t_notice is None:
                         posted = [str(c.body.get("text", ""))[:120] for c in fs.calls[before:]
                                   if c.method == "chat.postMessage"]
-                        follow = await rt.store.get_follow(f"{service.name}@{service.node}") if rt.store else None
+                        follow = await rt.store.follows.get(f"{service.name}@{service.node}") if rt.store else None
                         out["samples"].append({"error": "no /health 200" if t_health is None else "no notice",
                                                "posted": posted[-5:], "follow": repr(follow)[:400],
                                                "jobs": sched.job_ids()})

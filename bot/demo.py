@@ -92,8 +92,8 @@ async def _seed_history(config: BotConfig) -> None:
     store = Store(config.state.database_url())
     try:
         start = datetime.now(UTC) - timedelta(days=2)
-        await store.record_load("kimi", "gpu-a", "demo-previous-load", start, start + timedelta(seconds=1802),
-                                "ready", 1802.0)
+        await store.loads.record("kimi", "gpu-a", "demo-previous-load", start, start + timedelta(seconds=1802),
+                                 "ready", 1802.0)
     finally:
         await store.close()
 

@@ -12,19 +12,19 @@ import math
 import random
 from datetime import datetime, timedelta
 
-from services.store.store import Store
+from services.store.ports import StateStore
 
 SAMPLE_EVERY_S = 120
 DEMO_USER = "U0DEMO"
 
 
-async def seed_chart_history(store: Store, now: datetime) -> None:
+async def seed_chart_history(store: StateStore, now: datetime) -> None:
     """Write the demo's chart history into ``store`` (idempotent enough for a fresh demo database)."""
     await _seed_qwen(store, now)
     await _seed_kimi_loads(store, now)
 
 
-async def _seed_qwen(store: Store, now: datetime) -> None:
+async def _seed_qwen(store: StateStore, now: datetime) -> None:
     rng = random.Random(13)
     start = now - timedelta(hours=36)
     restart_at = now - timedelta(hours=6, minutes=20)
@@ -34,8 +34,8 @@ async def _seed_qwen(store: Store, now: datetime) -> None:
     while at <= now:
         if process < restart_at <= at:
             # The restart: four minutes without samples, then a new process whose counters start at 0.
-            await store.audit("restart.executed", DEMO_USER, "C0DEMO", "qwen", "gpu-b",
-                              "systemctl restart vllm-qwen3.service (demo history)", at=restart_at)
+            await store.audit.record("restart.executed", DEMO_USER, "C0DEMO", "qwen", "gpu-b",
+                                     "systemctl restart vllm-qwen3.service (demo history)", at=restart_at)
             process, gen_total, prompt_total = restart_at + timedelta(minutes=3), 0.0, 0.0
             at = restart_at + timedelta(minutes=4)
         hour = at.hour + at.minute / 60
@@ -46,14 +46,14 @@ async def _seed_qwen(store: Store, now: datetime) -> None:
         prompt_total += max(0.0, prompt_tps) * SAMPLE_EVERY_S
         running = round(gen_tps / 37)
         waiting = max(0, round(rng.gauss(6, 3))) if day > 0.95 else 0
-        await store.record_metric_sample("qwen", "gpu-b", at, generation_total=gen_total, prompt_total=prompt_total,
-                                         running=running, waiting=waiting, kv_cache_usage=min(0.95, 0.02 * running),
-                                         process_start=process)
+        await store.samples.record("qwen", "gpu-b", at, generation_total=gen_total, prompt_total=prompt_total,
+                                   running=running, waiting=waiting, kv_cache_usage=min(0.95, 0.02 * running),
+                                   process_start=process)
         at += timedelta(seconds=SAMPLE_EVERY_S)
-    await store.compact_metric_samples(now)
+    await store.samples.compact(now)
 
 
-async def _seed_kimi_loads(store: Store, now: datetime) -> None:
+async def _seed_kimi_loads(store: StateStore, now: datetime) -> None:
     # (days ago, outcome, seconds in each phase): the split vLLM's log shows for this deployment.
     loads = [
         (9, "ready", {"loading_weights": 1290, "kv_cache": 150, "compiling": 290, "starting_api": 38}),
@@ -68,8 +68,8 @@ async def _seed_kimi_loads(store: Store, now: datetime) -> None:
         inv = f"demo-load-{i}" if days != 2 else "demo-previous-load"
         t = started
         for phase, seconds in phases.items():
-            await store.record_load_phase("kimi", "gpu-a", inv, phase, t)
+            await store.loads.record_phase("kimi", "gpu-a", inv, phase, t)
             t += timedelta(seconds=seconds)
         total = (t - started).total_seconds()
-        await store.record_load("kimi", "gpu-a", inv, started, t if outcome == "ready" else None,
-                                "ready" if outcome == "ready" else "failed", total)
+        await store.loads.record("kimi", "gpu-a", inv, started, t if outcome == "ready" else None,
+                                 "ready" if outcome == "ready" else "failed", total)

@@ -69,7 +69,7 @@ async def aliases_of(ctx: Context) -> Aliases:
     if ctx.store is not None and ctx.config.services:
         try:
             for svc in ctx.config.services:
-                snaps = await ctx.store.latest_snapshots(svc.name, svc.node, limit=1)
+                snaps = await ctx.store.snapshots.latest(svc.name, svc.node, limit=1)
                 if not snaps:
                     continue
                 names = snaps[0].flags.get("served-model-name")

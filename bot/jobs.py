@@ -133,10 +133,11 @@ async def expire_request_job(request_id: str) -> None:
     live = _leading()
     if live is None:
         return
-    if is_bench_request(request_id):  # issue 14: a `bench` request shares the request table
-        await expire_bench_request(_context(live), request_id, live.notifier)
+    ctx = _context(live)
+    if await is_bench_request(ctx, request_id):  # issue 14: a `bench` request shares the request table
+        await expire_bench_request(ctx, request_id, live.notifier)
         return
-    await expire_request(_context(live), request_id, live.notifier)
+    await expire_request(ctx, request_id, live.notifier)
 
 
 async def reconcile_job() -> None:

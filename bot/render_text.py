@@ -9,6 +9,7 @@ from tabulate import tabulate
 
 from bot.terminal import has_controls, shown
 from handlers.reply import Reply, Section, Status
+from services import mentions
 
 EMOJI: dict[Status, str] = {"ok": "✅", "info": "ℹ️", "warn": "⚠️", "error": "❌", "loading": "⏳"}
 
@@ -23,7 +24,9 @@ def render_section(s: Section) -> str:
         width = max((len(k) for k, _ in s.fields), default=0)
         return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in s.fields)
     if s.kind == "table":
-        return render_table(s, tabulate(s.rows, headers=s.headers, tablefmt="simple", disable_numparse=True))
+        # Mentions as their inert text before the columns are measured (a marker is longer than ``<@U…>``).
+        rows = [[mentions.plain(c) for c in row] for row in s.rows]
+        return render_table(s, tabulate(rows, headers=s.headers, tablefmt="simple", disable_numparse=True))
     if s.kind == "code":
         head = f"  {s.title}:\n" if s.title else ""
         return head + "\n".join("    " + line for line in (s.text or "").splitlines())
@@ -88,4 +91,5 @@ def _render(reply: Reply, sections: list[Section]) -> str:
         parts.append(f"  [chart: {reply.chart.title} — {where}]")
     for f in reply.attachments:
         parts.append(f"  {f.title}:\n" + "\n".join("    " + line for line in f.content.splitlines()))
-    return "\n".join(p for p in parts if p is not None).strip() + "\n"
+    # The terminal shows the bot's own mentions as text (``<@U…>``): only Slack makes them live.
+    return mentions.plain("\n".join(p for p in parts if p is not None).strip() + "\n")

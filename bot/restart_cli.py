@@ -27,6 +27,7 @@ from handlers.follow import follow_key, poll_follow
 from handlers.notify import RecordingNotifier
 from handlers.restart import clear_lock, confirm_typed_restart, impact, state_checks
 from handlers.restart_diff import leftover_section
+from services import mentions
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -87,19 +88,19 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
         assert store is not None
         if clear:
             _removed, cleared = await clear_lock(ctx, svc)
-            say(cleared)
+            say(mentions.plain(cleared))
             return EXIT_OK
         refusal, st = await state_checks(ctx, svc, force)
         if refusal is not None:
             await record(ctx, "restart.refused", svc.name, svc.node, refusal)
-            say(refusal)
+            say(mentions.plain(refusal))
             return EXIT_REFUSED
         fields, unavailable, _facts = await impact(ctx, svc, st)
         say(f"Restart {svc.name} on {svc.node} — {unavailable}.")
         for k, v in fields:
-            say(f"  {k:<14} {v}")
+            say(f"  {k:<14} {mentions.plain(v)}")
         for section in leftover_section(st, svc)[0]:  # leftover vLLM processes holding GPU memory
-            say(f"  {section.text}")
+            say(f"  {mentions.plain(section.text or '')}")
         if force:
             say("  (forced past the cooldown; recorded as forced)")
         typed = confirm if confirm is not None else await _ask(
@@ -111,9 +112,9 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
             return EXIT_REFUSED
         outcome = await confirm_typed_restart(ctx, svc, who, unavailable, force)
         said = outcome.message.data.get("notice") if outcome.message is not None else outcome.ephemeral
-        say(said or "")
+        say(mentions.plain(str(said or "")))
         for section in outcome.message.sections[2:] if outcome.message is not None else []:
-            say(f"  {section.title or ''}: {section.text}")
+            say(f"  {section.title or ''}: {mentions.plain(section.text or '')}")
         if not outcome.executed or (outcome.message is not None and outcome.message.status == "error"):
             return EXIT_REFUSED
         if not wait:

@@ -25,7 +25,6 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import jobs
-from handlers.bench_run import is_bench_request
 from handlers.notify import Notifier
 from services.store.leader import Leadership, SoleLeader
 from services.store.schema import JOBSTORE_TABLE
@@ -176,14 +175,14 @@ class BotScheduler:
         added: list[str] = []
         if not self.leading:
             return added
-        for f in await store.active_follows():
+        for f in await store.follows.active():
             if self._sched.get_job(f"follow:{f.key}") is None:
                 self.follow(f.key)
                 added.append(f.key)
-        for req in await store.open_requests():
+        for req in await store.requests.unfinished():
             if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
-            elif req.state in ("confirmed", "running") and is_bench_request(req.id) \
+            elif req.state in ("confirmed", "running") and req.kind == "bench" \
                     and self._sched.get_job(f"bench:{req.id}") is None:
                 self.settle_bench(req.id, datetime.now(UTC))  # issue 14: a benchmark a dead process left
         if added:

@@ -21,6 +21,7 @@ USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}\Z")
 SLACK_USER_RE = re.compile(r"^[UW][A-Z0-9]{2,}\Z")
 SLACK_GROUP_RE = re.compile(r"^S[A-Z0-9]{2,}\Z")
 SLACK_CHANNEL_RE = re.compile(r"^[CGD][A-Z0-9]{2,}\Z")
+SLACK_TEAM_RE = re.compile(r"^[TE][A-Z0-9]{2,}\Z")
 API_URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d{1,5})?(/[A-Za-z0-9._~/\-]*)?\Z")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 PATH_RE = re.compile(r"^[A-Za-z0-9._/~@+][A-Za-z0-9._/~@+\-]*\Z")
@@ -200,6 +201,17 @@ class SlackSettings(_Strict):
 
     api_url: str = "https://slack.com/api/"
     rate_limit_per_minute: int = Field(default=10, ge=1)
+    # Workspaces (T…) or Enterprise Grid orgs (E…) whose people are answered; empty: the app's own
+    # workspace, as auth.test says. Everyone else (Slack Connect, other workspaces of an org) gets one line.
+    allowed_teams: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_teams")
+    @classmethod
+    def _teams(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not SLACK_TEAM_RE.match(t):
+                raise ValueError(f"{t!r} is not a Slack workspace id (like 'T01ABCDEF') or org id (like 'E01ABCDEF')")
+        return v
 
 
 def _channel(v: str | None) -> str | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC
-from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.audit import record
@@ -20,10 +19,8 @@ from services.cluster import held_api_key
 from services.node.assemble import expected_model
 from services.node.bench_run import BenchOutcome, num_prompts, plan_for, run_acceptance, summary_line, verdict
 from services.node.probe import ProbeOptions
+from services.store.ports import StateStore
 from services.store.records import BenchRun, Follow
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 PLAN_PROBE = ProbeOptions(gpus=False, journal_lines=0, http_timeout_s=3.0)
 STALE_MARGIN_S = 120.0
@@ -32,7 +29,7 @@ Post = Callable[[str, str, str | None, Reply], Awaitable[str | None]]
 """Post a reply once in (place, channel, thread); "sent" or None to retry (``handlers.notices.post_once``)."""
 
 
-def _store(ctx: Context) -> Store:
+def _store(ctx: Context) -> StateStore:
     if ctx.store is None:
         raise RuntimeError("the acceptance benchmark needs the state store")
     return ctx.store
@@ -94,18 +91,18 @@ async def _execute(ctx: Context, service: Service) -> Reply:
 async def run_bench(ctx: Context, service: Service, run_id: str, who: str | None = "inferbot") -> Reply | None:
     """Run the benchmark ``run_id`` once (or return how it ended); None while another process runs it."""
     store = _store(ctx)
-    run = await store.get_bench_run(run_id)
-    if run is None and await store.claim_bench_run(run_id, service.name, service.node, ctx.now()):
+    run = await store.bench_runs.get(run_id)
+    if run is None and await store.bench_runs.claim(run_id, service.name, service.node, ctx.now()):
         await record(ctx, "bench.started", service.name, service.node, what_runs(service), request_id=run_id,
                      who=who)
         reply = await _execute(ctx, service)
         judged = str(reply.data.get("verdict", "failed"))
         state = "failed" if judged == "failed" else "done"
-        await store.finish_bench_run(run_id, state, str(reply.data["notice"]),
-                                     {"ok": "ok", "regression": "warn"}.get(judged, "error"), reply.data, ctx.now())
+        await store.bench_runs.finish(run_id, state, str(reply.data["notice"]),
+                                      {"ok": "ok", "regression": "warn"}.get(judged, "error"), reply.data, ctx.now())
         await record(ctx, f"bench.{judged}", service.name, service.node, str(reply.data["notice"]),
                      request_id=run_id, who="inferbot")
-        run = await store.get_bench_run(run_id)
+        run = await store.bench_runs.get(run_id)
     if run is None:
         return None
     if run.state == "running":
@@ -113,10 +110,10 @@ async def run_bench(ctx: Context, service: Service, run_id: str, who: str | None
         if (ctx.now() - run.started_at).total_seconds() <= limit:
             return None
         text = f"❌ {service.name} on {service.node} benchmark interrupted — the bot stopped while it ran"
-        if await store.finish_bench_run(run_id, "failed", text, "error", {"verdict": "failed", "kind": "bench.failed"},
-                                        ctx.now()):
+        if await store.bench_runs.finish(run_id, "failed", text, "error", {"verdict": "failed", "kind": "bench.failed"},
+                                         ctx.now()):
             await record(ctx, "bench.interrupted", service.name, service.node, text, request_id=run_id, who="inferbot")
-        run = await store.get_bench_run(run_id)
+        run = await store.bench_runs.get(run_id)
         if run is None or run.state == "running":  # pragma: no cover - just ended above
             return None
     return _from_run(run)
@@ -137,7 +134,7 @@ async def after_ready(ctx: Context, service: Service, f: Follow, places: list[tu
     if not service.acceptance.bench or not service.bench_dir:
         return True
     store = _store(ctx)
-    if places and all([await store.notice_sent(f.key, f"bench:{place}") for place, _c, _t in places]):
+    if places and all([await store.notices.sent(f.key, f"bench:{place}") for place, _c, _t in places]):
         return True
     reply = await run_bench(ctx, service, ready_run_id(f))
     if reply is None:

@@ -8,6 +8,7 @@ from datetime import UTC
 from handlers.context import Context, Request
 from handlers.notify import notifier_of
 from handlers.reply import Reply, Section
+from services import mentions
 
 log = logging.getLogger("inferbot.audit")
 DEFAULT_ROWS = 20
@@ -41,7 +42,9 @@ async def record(
     who = who if who is not None else who_of(ctx)
     where = where if where is not None else where_of(ctx)
     if ctx.store is not None:
-        await ctx.store.audit(event, who, where, service, node, detail, at=ctx.now(), request_id=request_id)
+        # The store keeps text, never live markup: a mention in the detail is kept as inert ``<@U…>``.
+        await ctx.store.audit.record(event, who, where, service, node, mentions.plain(detail), at=ctx.now(),
+                              request_id=request_id)
     channel = ctx.config.audit.channel
     notifier = notifier_of(ctx)
     if channel and notifier is not None:
@@ -56,14 +59,12 @@ async def record(
 
 
 def _who(who: str | None) -> str:
-    if who and who[:1] in ("U", "W"):
-        return f"<@{who}>"
-    return who or "unknown"
+    return mentions.user(who, otherwise="unknown")
 
 
 def _where(where: str | None) -> str:
     if where and where[:1] in ("C", "G"):
-        return f"<#{where}>"
+        return mentions.channel(where)
     if where and where[:1] == "D":
         return "a DM"
     return where or "unknown"
@@ -77,7 +78,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
                      error="no store")
     names = sorted({s.name for s in req.services}) if req.explicit_target else []
     service = names[0] if len(names) == 1 else None
-    entries = await ctx.store.recent_audit(service=service, limit=DEFAULT_ROWS)
+    entries = await ctx.store.audit.recent(service=service, limit=DEFAULT_ROWS)
     rows = [[f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", _who(e.who), _where(e.where), e.event,
              f"{e.service or ''}{'@' + e.node if e.node else ''}", e.detail] for e in entries]
     title = f"Audit log — {service}" if service else "Audit log"

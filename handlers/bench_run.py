@@ -2,7 +2,7 @@
 
 It loads a production server, so it takes the restart's rules: who and where (``[access]`` or the
 service's own), a visible confirmation with the same two buttons (``restart_confirm`` / ``restart_cancel``;
-the request id, ``b-…``, tells the click apart from a restart's), the two-person rule, expiry, and every
+the request's kind, ``bench``, tells the click apart from a restart's), the two-person rule, expiry, and every
 step in the audit log. The request is a row of the store's request table, so a click is a compare-and-set
 and the benchmark runs at most once per request. It is refused while the service is not ready, while a
 restart of it is in flight, or while another benchmark of it runs.
@@ -11,14 +11,15 @@ restart of it is in flight, or while another benchmark of it runs.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.acceptance import PLAN_PROBE, STALE_MARGIN_S, run_bench, what_runs
 from handlers.audit import record
+from handlers.common import node_not_reached
 from handlers.context import Context, Request
 from handlers.follow import lock_name
 from handlers.notice_words import hhmm
@@ -26,20 +27,24 @@ from handlers.notices import post_once
 from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart import CANCEL, CONFIRM, ActionOutcome
+from services import mentions
 from services.access import check_restart_access, check_second_person
+from services.store.ports import StateStore
 from services.store.records import RestartRequest
 
-if TYPE_CHECKING:
-    from services.store.store import Store
-
 BENCH_PREFIX = "b-"
+"""Ids of benchmark requests start with it (before the requests' ``kind`` column, it was their kind)."""
 LOCK_MARGIN_S = 300.0
 log = logging.getLogger("inferbot.bench")
 
 
-def is_bench_request(request_id: str) -> bool:
-    """True for a ``bench`` request id (its buttons share the restart's action ids)."""
-    return request_id.startswith(BENCH_PREFIX)
+async def is_bench_request(ctx: Context, request_id: str) -> bool:
+    """True for a request of kind ``bench`` (its buttons and its expiry share the restart's).
+
+    An id the store does not know is judged by its prefix, so that the answer names the right kind.
+    """
+    req = await ctx.store.requests.get(request_id) if ctx.store is not None else None
+    return req.kind == "bench" if req is not None else request_id.startswith(BENCH_PREFIX)
 
 
 def bench_lock(service: str, node: str) -> str:
@@ -47,14 +52,14 @@ def bench_lock(service: str, node: str) -> str:
     return f"bench:{service}@{node}"
 
 
-def _store(ctx: Context) -> Store:
+def _store(ctx: Context) -> StateStore:
     if ctx.store is None:
         raise RuntimeError("a benchmark needs the state store")
     return ctx.store
 
 
 def _mention(who: str | None) -> str:
-    return f"<@{who}>" if who and who[:1] in ("U", "W") else (who or "someone")
+    return mentions.user(who)
 
 
 def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None = None) -> Reply:
@@ -73,16 +78,15 @@ async def _state_refusal(ctx: Context, service: Service) -> str | None:
     snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], PLAN_PROBE)
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
-        why = report.error.reason if report.error else "no answer"
-        return f"refused: node {service.node} is unreachable — {why}"
+        return f"refused: {node_not_reached(service.node, report.error)}"
     st = snap.services[0]
     if st.state != "ready":
         return f"refused: {service.name} on {service.node} is not ready ({st.state}) — a benchmark needs it serving"
     now = ctx.now()
     store = _store(ctx)
-    if await store.lock_holder(lock_name(service.name, service.node), now) is not None:
+    if await store.locks.holder(lock_name(service.name, service.node), now) is not None:
         return f"refused: a restart of {service.name} on {service.node} is in flight; benchmark it once it is ready"
-    held = await store.lock_holder(bench_lock(service.name, service.node), now)
+    held = await store.locks.holder(bench_lock(service.name, service.node), now)
     if held is not None:
         return f"refused: a benchmark of {service.name} on {service.node} is already running (request {held})"
     return None
@@ -119,8 +123,8 @@ async def handle(ctx: Context, req: Request) -> Reply:
     now = ctx.now()
     request_id = BENCH_PREFIX + secrets.token_hex(6)
     expires = now + timedelta(seconds=policy.confirm_ttl)
-    await _store(ctx).create_request(request_id, service.name, service.node, service.unit, ctx.asker.user_id,
-                                     ctx.asker.channel_id, ctx.asker.thread_ts, now, expires, False)
+    await _store(ctx).requests.create(request_id, service.name, service.node, service.unit, ctx.asker.user_id,
+                                      ctx.asker.channel_id, ctx.asker.thread_ts, now, expires, False, kind="bench")
     jobs = jobs_of(ctx)
     if jobs is not None:
         jobs.expire(request_id, expires)
@@ -150,17 +154,18 @@ def message_reply(req: RestartRequest, text: str, status: Status) -> Reply:
     sections = [Section(kind="text", text=text),
                 Section(kind="context", text=f"Benchmark of {req.service} on {req.node}, asked by "
                                              f"{_mention(req.requested_by)} — request {req.id}")]
-    return Reply(intent="bench", title=text.split(" by <@", 1)[0], status=status, sections=sections,
+    title = re.split(" by " + mentions.PATTERN, text, maxsplit=1)[0]  # headers are plain text: no mentions
+    return Reply(intent="bench", title=title, status=status, sections=sections,
                  data={"notice": text, "request_id": req.id, "service": req.service, "node": req.node,
                        "state": status})
 
 
 async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutcome:
-    """A click on a benchmark confirmation (``restart_confirm`` / ``restart_cancel`` with a ``b-`` id)."""
+    """A click on a benchmark confirmation (``restart_confirm`` / ``restart_cancel`` on a ``bench`` request)."""
     store = _store(ctx)
     now = ctx.now()
     who = ctx.asker.user_id
-    req = await store.get_request(request_id)
+    req = await store.requests.get(request_id)
     if req is None:
         return ActionOutcome(ephemeral="refused: I don't know this benchmark request")
     service = ctx.config.service(req.service, req.node)
@@ -182,7 +187,7 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
         await record(ctx, "bench.click_refused", req.service, req.node, f"{action_id}: {said}", request_id=req.id)
         return ActionOutcome(ephemeral=said)
     if action_id == CANCEL:
-        if not await store.transition_request(req.id, {"pending"}, "cancelled", who, now):
+        if not await store.requests.transition(req.id, {"pending"}, "cancelled", who, now):
             return ActionOutcome(ephemeral="refused: this request changed state meanwhile")
         await record(ctx, "bench.cancelled", req.service, req.node, "cancelled", request_id=req.id)
         return ActionOutcome(message=message_reply(req, f"Cancelled by {_mention(who)}", "info"))
@@ -193,7 +198,7 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
         await record(ctx, "bench.click_refused", req.service, req.node, f"not allowed: {second.reason}",
                      request_id=req.id)
         return ActionOutcome(ephemeral=f"not allowed: {second.reason}")
-    if not await store.transition_request(req.id, {"pending"}, "confirmed", who, now):
+    if not await store.requests.transition(req.id, {"pending"}, "confirmed", who, now):
         return ActionOutcome(ephemeral="refused: this request changed state meanwhile")
     await record(ctx, "bench.confirmed", req.service, req.node, "confirmed", request_id=req.id)
     return await _run_confirmed(ctx, req, service, who, now)
@@ -205,7 +210,7 @@ async def _run_confirmed(ctx: Context, req: RestartRequest, service: Service, wh
     confirmed = f"Benchmark confirmed by {_mention(who)} at {hhmm(now)}"
 
     async def give_up(reason: str) -> ActionOutcome:
-        await store.transition_request(req.id, {"confirmed"}, "failed", who, now)
+        await store.requests.transition(req.id, {"confirmed"}, "failed", who, now)
         await record(ctx, "bench.refused", service.name, service.node, reason, request_id=req.id)
         return ActionOutcome(message=message_reply(req, f"{confirmed} — {reason}", "error"), ephemeral=reason)
 
@@ -213,13 +218,13 @@ async def _run_confirmed(ctx: Context, req: RestartRequest, service: Service, wh
     if refusal is not None:
         return await give_up(refusal)
     ttl = service.acceptance.timeout + LOCK_MARGIN_S
-    if not await store.acquire_lock(bench_lock(service.name, service.node), req.id, ttl, now):
+    if not await store.locks.acquire(bench_lock(service.name, service.node), req.id, ttl, now):
         return await give_up(f"refused: a benchmark of {service.name} on {service.node} is already running")
     try:
-        if not await store.transition_request(req.id, {"confirmed"}, "running", who, now):
+        if not await store.requests.transition(req.id, {"confirmed"}, "running", who, now):
             return ActionOutcome(ephemeral="refused: this request changed state meanwhile")
         notifier = notifier_of(ctx)
-        fresh = await store.get_request(req.id) or req
+        fresh = await store.requests.get(req.id) or req
         if notifier is not None and fresh.message_channel and fresh.message_ts:
             try:
                 await notifier.update(fresh.message_channel, fresh.message_ts,
@@ -231,9 +236,9 @@ async def _run_confirmed(ctx: Context, req: RestartRequest, service: Service, wh
             return ActionOutcome(ephemeral="refused: this benchmark is already running")
         await _post(ctx, fresh, reply, notifier)
         failed = reply.data.get("verdict") == "failed"
-        await store.transition_request(req.id, {"running"}, "failed" if failed else "done", who, ctx.now())
+        await store.requests.transition(req.id, {"running"}, "failed" if failed else "done", who, ctx.now())
     finally:
-        await store.release_lock(bench_lock(service.name, service.node), req.id)
+        await store.locks.release(bench_lock(service.name, service.node), req.id)
     line = str(reply.data.get("notice", reply.title))
     return ActionOutcome(message=message_reply(req, f"{confirmed} — {line}", "error" if failed else "ok"),
                          executed=True)
@@ -251,11 +256,11 @@ async def _post(ctx: Context, req: RestartRequest, reply: Reply, notifier: Notif
     if ctx.config.notify.channel:
         places.append(("notify", ctx.config.notify.channel, None))
     for place, channel, thread in places:
-        await post_once(store, key, place, notifier, channel, thread, reply, ctx.now())
+        await post_once(store.notices, key, place, notifier, channel, thread, reply, ctx.now())
 
 
 async def _expire(ctx: Context, req: RestartRequest, now: datetime) -> bool:
-    if await _store(ctx).transition_request(req.id, {"pending"}, "expired", None, now):
+    if await _store(ctx).requests.transition(req.id, {"pending"}, "expired", None, now):
         await record(ctx, "bench.expired", req.service, req.node, "expired before anyone confirmed",
                      request_id=req.id, who="inferbot", where=req.channel or "inferbot")
         return True
@@ -264,7 +269,7 @@ async def _expire(ctx: Context, req: RestartRequest, now: datetime) -> bool:
 
 async def expire_bench_request(ctx: Context, request_id: str, notifier: Notifier | None) -> bool:
     """At expiry: a still-pending benchmark request becomes expired and its message says so."""
-    req = await _store(ctx).get_request(request_id)
+    req = await _store(ctx).requests.get(request_id)
     if req is None or req.state != "pending":
         return False
     if not await _expire(ctx, req, max(ctx.now(), req.expires_at)):
@@ -288,12 +293,12 @@ async def settle_bench_request(ctx: Context, request_id: str, notifier: Notifier
     longer be going is ended as interrupted and said so. Returns when to look again (None: settled).
     """
     store = _store(ctx)
-    req = await store.get_request(request_id)
+    req = await store.requests.get(request_id)
     if req is None or req.state not in ("confirmed", "running"):
         return None
     now = ctx.now()
     service = ctx.config.service(req.service, req.node)
-    run = await store.get_bench_run(req.id)
+    run = await store.bench_runs.get(req.id)
     if service is None or run is None:
         # Confirmed but never claimed: the confirming process stopped before it started (give it a while).
         node_timeout = ctx.config.node(req.node).timeout if service is not None else 0.0
@@ -301,10 +306,10 @@ async def settle_bench_request(ctx: Context, request_id: str, notifier: Notifier
         due = since + timedelta(seconds=SETTLE_AGAIN_S + 2 * node_timeout)
         if now < due:
             return due
-        if await store.transition_request(req.id, {"confirmed", "running"}, "failed", None, now):
+        if await store.requests.transition(req.id, {"confirmed", "running"}, "failed", None, now):
             await record(ctx, "bench.interrupted", req.service, req.node, "the benchmark never started",
                          request_id=req.id, who="inferbot")
-        await store.release_lock(bench_lock(req.service, req.node), req.id)
+        await store.locks.release(bench_lock(req.service, req.node), req.id)
         return None
     if run.state == "running":
         limit = service.acceptance.timeout + ctx.config.node(service.node).timeout + STALE_MARGIN_S
@@ -316,7 +321,7 @@ async def settle_bench_request(ctx: Context, request_id: str, notifier: Notifier
         return now + timedelta(seconds=SETTLE_AGAIN_S)
     await _post(ctx, req, reply, notifier)
     failed = reply.data.get("verdict") == "failed"
-    await store.transition_request(req.id, {"confirmed", "running"} if failed else {"running"},
-                                   "failed" if failed else "done", None, now)
-    await store.release_lock(bench_lock(req.service, req.node), req.id)
+    await store.requests.transition(req.id, {"confirmed", "running"} if failed else {"running"},
+                                    "failed" if failed else "done", None, now)
+    await store.locks.release(bench_lock(req.service, req.node), req.id)
     return None

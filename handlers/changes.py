@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.common import STATE_STATUS, ago, worst
+from handlers.common import STATE_STATUS, ago, not_reached, worst
 from handlers.context import Context, Request
 from handlers.down_nodes import DownNodes
 from handlers.live import answered, failure, record_snapshots, snapshot_data
@@ -28,11 +28,11 @@ async def handle(ctx: Context, req: Request) -> Reply:
     for st, out in zip(snap.services, data["services"], strict=True):
         sections += down.card(st.node)  # a down node's reason once, before its first service
         sections.append(Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]))
-        snaps = await ctx.store.latest_snapshots(st.service, st.node, limit=2)
+        snaps = await ctx.store.snapshots.latest(st.service, st.node, limit=2)
         if st.node in down:
-            sections.append(Section(kind="text", text=f"{st.node} unreachable (above); showing what I saw last"))
+            sections.append(Section(kind="text", text=f"{down.words(st.node)} (above); showing what I saw last"))
         elif st.state == "unreachable":
-            sections.append(Section(kind="text", text=f"unreachable — {st.reason}; showing what I saw last"))
+            sections.append(Section(kind="text", text=f"{not_reached(st)}; showing what I saw last"))
         if len(snaps) < 2:
             first = snaps[0].first_seen_at if snaps else None
             text = ("no change seen since I first looked " + ago(first, now)) if first else "no snapshots yet"
@@ -99,7 +99,7 @@ async def compare(ctx: Context, req: Request) -> Reply:
         if st.node in down:  # both sides on one down node: its reason once
             sections += down.card(st.node)
         elif st.state == "unreachable":
-            sections.append(Section(kind="context", text=f"⚠ {st.service}@{st.node} is unreachable: {st.reason}"))
+            sections.append(Section(kind="context", text=f"⚠ {st.service}@{st.node}: {not_reached(st)}"))
     sections.append(Section(kind="table", headers=["setting", la, lb], rows=diff_rows))
     data = snapshot_data(snap)
     data["compare"] = {"left": la, "right": lb, "rows": rows}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from config.models import Service
 from handlers.common import PHASE_WORDS, fmt_duration
@@ -17,10 +17,8 @@ from handlers.context import Context, Request
 from handlers.reply import Chart, ChartMarker, ChartPanel, ChartSeries, Reply, Section, Status
 from services.node.probe import ProbeOptions
 from services.parse import bench as bench_parse
+from services.store.ports import StateStore
 from services.store.records import LoadRecord, MetricPoint
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 DEFAULT_WINDOW_S = 24 * 3600
 MAX_WINDOW_S = 7 * 24 * 3600  # what the store keeps
@@ -51,7 +49,7 @@ def _note(what: str, text: str, status: Status = "info") -> Reply:
                  sections=[Section(kind="text", text=text)], data={"chart": None})
 
 
-def _store(ctx: Context, what: str) -> Store | Reply:
+def _store(ctx: Context, what: str) -> StateStore | Reply:
     if ctx.store is None:
         return _note(what, "Charts need the bot's state database ([state] in the config); there is none here.",
                      "warn")
@@ -98,8 +96,8 @@ async def throughput(ctx: Context, req: Request) -> Reply:
     window, clamped = _window(req)
     now = ctx.now()
     since = now - timedelta(seconds=window)
-    points = await store.metric_samples(service.name, service.node, since, now)
-    audit = await store.recent_audit(service.name, limit=500)
+    points = await store.samples.between(service.name, service.node, since, now)
+    audit = await store.audit.recent(service.name, limit=500)
     restarts = [e for e in audit if e.event in RESTART_EVENTS and e.node == service.node and since <= e.at <= now]
     restarts.sort(key=lambda e: e.at)
     who = f"{service.name} on {service.node}"
@@ -185,9 +183,9 @@ async def loads(ctx: Context, req: Request) -> Reply:
     if isinstance(store, Reply):
         return store
     who = f"{service.name} on {service.node}"
-    history = await store.recent_loads(service.name, service.node, limit=LOADS_SHOWN)
+    history = await store.loads.recent(service.name, service.node, limit=LOADS_SHOWN)
     ready = [r.duration_s for r, _ in history if r.outcome == "ready"]
-    basis = await store.load_durations(service.name, service.node)  # what an ETA uses now (handlers/live.py)
+    basis = await store.loads.durations(service.name, service.node)  # what an ETA uses now (handlers/live.py)
     typical = sorted(basis)[len(basis) // 2] if basis else None
     splits = [{k: round(v, 1) for k, v in _phase_split(r, seen).items()} for r, seen in history]
     rows = [{"started_at": r.started_at.isoformat(), "outcome": r.outcome, "duration_s": r.duration_s,

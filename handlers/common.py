@@ -6,7 +6,7 @@ import sys
 from datetime import datetime
 
 from handlers.reply import Section, Status
-from services.models import ServiceState
+from services.models import NodeError, ServiceState
 from services.parse import bench as bench_fmt
 from services.parse.vllm_args import format_flag_value, group_flags
 
@@ -67,11 +67,24 @@ def remaining(seconds: float) -> str:
     return f"~{m // 60} h {m % 60} min remaining"
 
 
+def not_reached(st: ServiceState) -> str:
+    """Why a service has no facts: ``unreachable — why``, or, when the bot itself was too busy to ask its node,
+    the bot's own reason (``inferbot is busy: …``), which does not blame the node."""
+    return (st.reason or "inferbot is busy") if st.reason_kind == "busy" else f"unreachable — {st.reason}"
+
+
+def node_not_reached(node: str, error: NodeError | None) -> str:
+    """``node gpu-a is unreachable — why``, or the bot's own busy reason (see :func:`not_reached`)."""
+    if error is not None and error.kind == "busy":
+        return error.reason
+    return f"node {node} is unreachable — {error.reason if error else 'no answer'}"
+
+
 def state_line(st: ServiceState, now: datetime) -> str:
     """``active, loading — started 13 min ago, ~17 min remaining`` (what a person wants first)."""
     systemd_word = st.active.split(" ")[0] if st.active else ""
     if st.state == "unreachable":
-        return f"unreachable — {st.reason}"
+        return not_reached(st)
     head = f"{systemd_word}, {st.state}" if systemd_word and systemd_word != st.state else st.state
     when = {"loading": "started", "starting": "starting since", "ready": "up since", "unhealthy": "up since",
             "stopped": "stopped", "failed": "failed"}.get(st.state, "since")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal, overload
+from typing import Literal, Protocol, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,10 +14,7 @@ from config.models import BotConfig, Node, Service
 from handlers.ports import Dashboards, Jobs, Notifier
 from services.access import GroupLookup, NoGroups
 from services.cluster import Cluster
-
-if TYPE_CHECKING:
-    from services.store.store import Store
-
+from services.store.ports import StateStore
 
 Focus = Literal["flag", "env", "nccl", "model", "flags"]
 
@@ -85,8 +82,17 @@ class Request:
     understood: Understood | None = None  # what the router read (None: not from a message, e.g. a button)
 
 
+class _Opening(Protocol):
+    """A store still opening: a ``concurrent.futures.Future`` of it."""
+
+    def result(self, timeout: float | None = None) -> StateStore: ...
+
+
 class StoreField:
     """``Context.store``: the state store, given open or still opening (a ``Future`` of it), or None.
+
+    Handlers see it as :class:`~services.store.ports.StateStore` (one narrow protocol per aggregate:
+    ``ctx.store.locks``, ``ctx.store.requests``…), never as the concrete ``Store``.
 
     A one-shot front end (``inferbot ask``) opens the store in a worker thread while the question is routed
     and the nodes are asked: importing SQLAlchemy and opening the database cost ~0.1 s of CPU that the
@@ -102,16 +108,17 @@ class StoreField:
     @overload
     def __get__(self, obj: None, objtype: type | None = None) -> None: ...
     @overload
-    def __get__(self, obj: object, objtype: type | None = None) -> Store | None: ...
-    def __get__(self, obj: object | None, objtype: type | None = None) -> Store | None:
+    def __get__(self, obj: object, objtype: type | None = None) -> StateStore | None: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> StateStore | None:
         if obj is None:
             return None  # the dataclass's default: no store
-        value: Store | Future[Store] | None = obj.__dict__[self._attr]
+        value = obj.__dict__[self._attr]
         if isinstance(value, Future):
             value = obj.__dict__[self._attr] = value.result()
-        return value
+        store: StateStore | None = value  # what __set__ took, opened
+        return store
 
-    def __set__(self, obj: object, value: Store | Future[Store] | None) -> None:
+    def __set__(self, obj: object, value: StateStore | _Opening | None) -> None:
         obj.__dict__[self._attr] = value
 
 
@@ -122,7 +129,7 @@ class Context:
     config: BotConfig
     cluster: Cluster
     asker: Asker = field(default_factory=Asker)
-    store: StoreField = StoreField()  # reads as ``Store | None``; see StoreField
+    store: StoreField = StoreField()  # reads as ``StateStore | None``; see StoreField
     now: Callable[[], datetime] = utcnow
     notifier: Notifier | None = None  # None: the front end posts no notices (one question from the terminal)
     jobs: Jobs | None = None  # None outside ``serve``: nothing is scheduled

@@ -32,11 +32,21 @@ def node_down_sections(report: NodeReport, services: Sequence[str]) -> list[Sect
     """The one card of a node that did not answer: its reason once, the services on it, the fix."""
     reason = report.error.reason if report.error else "no answer"
     fix = report.error.fix if report.error else ""
-    out = [Section(kind="header", title=f"{report.node} unreachable", status="error"),
+    out = [Section(kind="header", title=node_words(report), status="warn" if _busy(report) else "error"),
            Section(kind="text", text=f"{reason} — {names_words(services)}" if services else reason)]
     if fix:
         out.append(Section(kind="context", title="Fix", text=fix))  # as a service card's (common.warnings_section)
     return out
+
+
+def _busy(report: NodeReport) -> bool:
+    return report.error is not None and report.error.kind == "busy"
+
+
+def node_words(report: NodeReport) -> str:
+    """``gpu-a unreachable``, or ``gpu-a not asked (inferbot is busy)`` when the bot itself had no room to ask it:
+    a busy bot never blames the node."""
+    return f"{report.node} not asked (inferbot is busy)" if _busy(report) else f"{report.node} unreachable"
 
 
 class DownNodes:
@@ -58,6 +68,10 @@ class DownNodes:
 
     def __contains__(self, node: object) -> bool:
         return node in self.reports
+
+    def words(self, node: str) -> str:
+        """What happened to ``node`` in a few words (see :func:`node_words`)."""
+        return node_words(self.reports[node])
 
     def card(self, node: str) -> list[Section]:
         """The down node's card the first time it is asked for; nothing afterwards (and for a node that answered)."""

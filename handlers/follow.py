@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.acceptance import after_ready
@@ -29,10 +28,8 @@ from handlers.smoke import smoke_failure, smoke_gate, with_smoke
 from services.models import ServiceState
 from services.node.assemble import expected_model
 from services.node.probe import ProbeOptions
+from services.store.ports import Follows, Loads, StateStore
 from services.store.records import AWAITING_START, Follow, FollowReason, LoadOutcome, LoadRecord
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 log = logging.getLogger("inferbot.follow")
 
@@ -70,7 +67,7 @@ def lock_ttl(ctx: Context) -> float:
     return ctx.config.watch.max_load + LOCK_MARGIN_S
 
 
-def require_store(ctx: Context) -> Store:
+def require_store(ctx: Context) -> StateStore:
     """The state store (following a load needs it)."""
     if ctx.store is None:
         raise RuntimeError("following a load needs the state store")
@@ -102,12 +99,8 @@ async def start_follow(
 ) -> Follow:
     """Record a load to follow and schedule its polling (when a scheduler is running and ``schedule``)."""
     key = follow_key(service.name, service.node)
-    # The shared-state helpers are SQLAlchemy code: imported where a load is followed, never by a
-    # question from the terminal (docs/architecture.md, "Lazy imports").
-    from services.store.shared_state import forget_progress
-
-    await forget_progress(require_store(ctx), key)  # a new load: its first progress edit is not paced
-    f = await require_store(ctx).upsert_follow(
+    await require_store(ctx).shared.forget_progress(key)  # a new load: its first progress edit is not paced
+    f = await require_store(ctx).follows.upsert(
         key, service.name, service.node, service.unit, invocation_id, started_at, reason,
         thread_channel=thread_channel, thread_ts=thread_ts, progress_message_ts=None, request_id=request_id,
     )
@@ -117,10 +110,10 @@ async def start_follow(
     return f
 
 
-async def _update_follow(store: Store, f: Follow, **changes: object) -> Follow:
+async def _update_follow(follows: Follows, f: Follow, **changes: object) -> Follow:
     """Rewrite some fields of a follow (the store's upsert overwrites every field)."""
     g = f.model_copy(update=changes)
-    return await store.upsert_follow(
+    return await follows.upsert(
         g.key, g.service, g.node, g.unit, g.invocation_id, g.started_at, g.reason,
         thread_channel=g.thread_channel, thread_ts=g.thread_ts, progress_message_ts=g.progress_message_ts,
         request_id=g.request_id,
@@ -165,9 +158,9 @@ def _load_id(f: Follow) -> str:
     return f.invocation_id or f"start:{f.started_at.astimezone(UTC).isoformat()}"
 
 
-async def _decided(store: Store, f: Follow) -> LoadRecord | None:
+async def _decided(loads: Loads, f: Follow) -> LoadRecord | None:
     """The outcome an earlier poll already recorded for this load (notices still to post)."""
-    last = await store.last_load(f.service, f.node)
+    last = await loads.last(f.service, f.node)
     if last is not None and last.invocation_id == _load_id(f):
         return last
     return None
@@ -178,27 +171,25 @@ async def _post_progress(ctx: Context, f: Follow, st: ServiceState, notifier: No
     channel = f.thread_channel
     if not channel:
         return f
-    from services.store.shared_state import claim_progress_edit, release_progress_edit
-
     store = require_store(ctx)
     text = progress_text(f, st, now)
     reply = progress_reply(f, text)
     if f.progress_message_ts is None:
-        sent = await post_once(store, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
-        notice = await store.get_notice(f.key, "progress") if sent else None
+        sent = await post_once(store.notices, f.key, "progress", notifier, channel, f.thread_ts, reply, now)
+        notice = await store.notices.get(f.key, "progress") if sent else None
         if notice is not None and notice.ts:
-            await store.set_follow_message(f.key, notice.ts)
+            await store.follows.set_message(f.key, notice.ts)
             f = f.model_copy(update={"progress_message_ts": notice.ts})
-            await claim_progress_edit(store, f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now)  # just posted
+            await store.shared.claim_progress_edit(f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now)  # just posted
         return f
     # Pacing is a claim in the store: a new leader (or two pollers) never edits more often than this.
-    if not await claim_progress_edit(store, f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now):
+    if not await store.shared.claim_progress_edit(f.key, st.phase, PROGRESS_MIN_INTERVAL_S, now):
         return f
     try:
         await notifier.update(channel, f.progress_message_ts, reply)
     except Exception:
         log.warning("updating the progress message of %s failed", f.key, exc_info=True)
-        await release_progress_edit(store, f.key)
+        await store.shared.release_progress_edit(f.key)
     return f
 
 
@@ -209,13 +200,13 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
         return f
     store = require_store(ctx)
     text = str(unplanned_notice(f).data["notice"])
-    if await was_suppressed(store, f.key, "unplanned") or \
+    if await was_suppressed(store.notices, f.key, "unplanned") or \
             await suppress(ctx, store, f.key, "unplanned", f.service, f.node, text, now):
         return f  # silenced: audited instead; its load's ✅ is held back too (a ❌ is not)
-    sent = await post_once(store, f.key, "unplanned", notifier, channel, None, unplanned_notice(f), now)
-    notice = await store.get_notice(f.key, "unplanned") if sent else None
+    sent = await post_once(store.notices, f.key, "unplanned", notifier, channel, None, unplanned_notice(f), now)
+    notice = await store.notices.get(f.key, "unplanned") if sent else None
     if notice is not None and notice.ts:
-        f = await _update_follow(store, f, thread_channel=channel, thread_ts=notice.ts)
+        f = await _update_follow(store.follows, f, thread_channel=channel, thread_ts=notice.ts)
     return f
 
 
@@ -233,13 +224,13 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
     restart lock released, and the notices are left to a process that can post (``inferbot serve``).
     """
     store = require_store(ctx)
-    f = await store.get_follow(key)
+    f = await store.follows.get(key)
     if f is None or not f.active:
         _stop(ctx, key)
         return FollowStatus(key, True, outcome=f.outcome if f else None)
     service = ctx.config.service(f.service, f.node)
     if service is None:
-        await store.finish_follow(key, "gone")
+        await store.follows.finish(key, "gone")
         _stop(ctx, key)
         return FollowStatus(key, True, outcome="gone", line=f"{key} is no longer in the config")
     node = ctx.config.node(f.node)
@@ -247,7 +238,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
     if notifier is not None:
         f = await _post_unplanned(ctx, f, notifier, now)
 
-    decided = await _decided(store, f)
+    decided = await _decided(store.loads, f)
     st: ServiceState | None = None
     reason = ""
     if decided is None:
@@ -261,7 +252,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
         if not waiting_for_start and st.state != "unreachable" and st.invocation_id \
                 and st.invocation_id != f.invocation_id:
             # Unknown until now, or the unit started again (crash loop, restart by hand): this is the load.
-            f = await _update_follow(store, f, invocation_id=st.invocation_id)
+            f = await _update_follow(store.follows, f, invocation_id=st.invocation_id)
         if waiting_for_start:
             found = _not_started(f, now)
         else:
@@ -270,16 +261,16 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
             found = await smoke_gate(ctx, service, f, st)
         if found is None:
             if st.phase and not waiting_for_start:  # when each phase began: `chart loads`
-                await store.record_load_phase(f.service, f.node, _load_id(f), st.phase, now)
+                await store.loads.record_phase(f.service, f.node, _load_id(f), st.phase, now)
             if notifier is not None:
                 f = await _post_progress(ctx, f, st, notifier, now)
             await dashboards_changed(ctx, key)  # the Home tabs show this load's progress (paced there)
             return FollowStatus(key, False, state=st, line=progress_text(f, st, now))
         outcome, reason = found
         ready_at = now if outcome == "ready" else None
-        await store.record_load(f.service, f.node, f.invocation_id or "", f.started_at, ready_at, outcome,
-                                (now - f.started_at).total_seconds())
-        decided = await _decided(store, f)
+        await store.loads.record(f.service, f.node, f.invocation_id or "", f.started_at, ready_at, outcome,
+                                 (now - f.started_at).total_seconds())
+        decided = await _decided(store.loads, f)
         if decided is None:  # pragma: no cover - the store just recorded it
             return FollowStatus(key, False, state=st)
     outcome = decided.outcome
@@ -287,7 +278,7 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
     # notices are out (they may wait for a process that can post them).
     await _restart_over(store, f, outcome, now)
     if outcome == "ready":
-        durations = await store.load_durations(f.service, f.node, limit=2)
+        durations = await store.loads.durations(f.service, f.node, limit=2)
         previous = durations[1] if len(durations) > 1 else None
         notice = await with_smoke(ctx, f, ready_notice(f, decided.duration_s, previous))
     else:
@@ -301,51 +292,49 @@ async def poll_follow(ctx: Context, key: str, notifier: Notifier | None) -> Foll
 
     pending = False
     targets = places(ctx, f)
-    if f.reason == "unplanned" and outcome == "ready" and await was_suppressed(store, key, "unplanned"):
+    if f.reason == "unplanned" and outcome == "ready" and await was_suppressed(store.notices, key, "unplanned"):
         targets = []  # the restart was silenced: so is the news that it loaded
     for place, channel, thread in targets:
         if notifier is None:
-            pending = pending or not await store.notice_sent(key, place)
-        elif await post_once(store, key, place, notifier, channel, thread, notice, now) is None:
+            pending = pending or not await store.notices.sent(key, place)
+        elif await post_once(store.notices, key, place, notifier, channel, thread, notice, now) is None:
             pending = True
     line = str(notice.data.get("notice", notice.title))
     if not pending and outcome == "ready" and notifier is not None:  # issue 14: the acceptance benchmark
 
         async def post(place: str, channel: str, thread: str | None, reply: Reply) -> str | None:
-            return await post_once(store, key, place, notifier, channel, thread, reply, now)
+            return await post_once(store.notices, key, place, notifier, channel, thread, reply, now)
 
         pending = not await after_ready(ctx, service, f, places(ctx, f), post)
     if pending:
         return FollowStatus(key, False, outcome=outcome, state=st, line=line, pending_notices=True)
-    if await store.finish_follow(key, outcome, at=now):
+    if await store.follows.finish(key, outcome, at=now):
         await _finished(ctx, f, outcome, line, notifier, now)
         await dashboards_changed(ctx, key)
     _stop(ctx, key)
     return FollowStatus(key, True, outcome=outcome, state=st, line=line)
 
 
-async def _restart_over(store: Store, f: Follow, outcome: str, now: datetime) -> None:
+async def _restart_over(store: StateStore, f: Follow, outcome: str, now: datetime) -> None:
     """The restart ``f`` follows has ended (idempotent): its request is done or failed, its lock released."""
     if f.request_id:
-        await store.transition_request(f.request_id, {"running"}, "done" if outcome == "ready" else "failed",
-                                       None, now)
-        await store.release_lock(lock_name(f.service, f.node), f.request_id)
+        await store.requests.transition(f.request_id, {"running"}, "done" if outcome == "ready" else "failed",
+                                        None, now)
+        await store.locks.release(lock_name(f.service, f.node), f.request_id)
 
 
 async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: Notifier | None,
                     now: datetime) -> None:
-    """Once per load (the caller won ``finish_follow``): request state, lock, audit, last progress edit."""
-    from services.store.shared_state import audited
-
+    """Once per load (the caller won ``follows.finish``): request state, lock, audit, last progress edit."""
     store = require_store(ctx)
     await _restart_over(store, f, outcome, now)
-    if f.request_id and f.reason == "restart" and not await audited(store, "restart.executed", f.request_id):
+    if f.request_id and f.reason == "restart" and not await store.audit.has("restart.executed", f.request_id):
         # The replica that ran the command died before writing it down; this load is its proof.
         await record(ctx, "restart.executed", f.service, f.node, "recorded when the load ended: the bot that ran "
                      "the restart stopped before writing it down", request_id=f.request_id, who="inferbot")
     await record(ctx, f"load.{outcome}", f.service, f.node, line, request_id=f.request_id,
                  who="inferbot", where=ctx.config.notify.channel or "inferbot")
-    fresh = await store.get_follow(f.key)
+    fresh = await store.follows.get(f.key)
     if notifier is not None and fresh is not None and fresh.progress_message_ts and fresh.thread_channel:
         took = fmt_duration((now - f.started_at).total_seconds())
         # The notice carries the contract words (✅ is ready / ❌ failed); this edit must not repeat them.
@@ -360,4 +349,4 @@ async def _finished(ctx: Context, f: Follow, outcome: str, line: str, notifier: 
 
 
 def reset_pacing() -> None:
-    """Kept for callers: progress pacing lives in the store now (``services.store.shared_state``), per database."""
+    """Kept for callers: progress pacing lives in the store now (``StateStore.shared``), per database."""

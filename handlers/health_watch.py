@@ -11,7 +11,7 @@ Rides on the unplanned-restart watcher's probe (``handlers.watcher.watch_node``,
 - **possibly hung** — requests running or waiting and ``vllm:generation_tokens_total`` unchanged for
   ``[watch] hung_after`` → one ⚠️, and one ✅ when tokens flow again.
 
-What it remembers between looks is in the store (``services.store.health_state``), and every notice is posted
+What it remembers between looks is in the store (``StateStore.health_memos``), and every notice is posted
 through the same claim → post → mark-sent as the load notices, keyed by the start and the episode: once
 per place, also across a bot restart. A silence (``handlers.silence``) holds back the ⚠️ (and the ✅ of a
 held-back ⚠️), writing the audit line instead; the ❌ is never held back. A restart by the bot (its lock is
@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.audit import record
@@ -38,11 +37,8 @@ from handlers.watcher import watch_node
 from services.models import ServiceState
 from services.node.probe import NodeRaw, ProbeOptions, UnitRaw
 from services.parse.metrics import MetricsParseError, parse_metrics
-from services.store.health_state import active_silence, get_memo, set_memo
+from services.store.ports import StateStore
 from services.store.records import HealthMemo
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 log = logging.getLogger("inferbot.health")
 
@@ -83,10 +79,10 @@ async def check_states(ctx: Context, states: list[ServiceState], raw: NodeRaw | 
             log.warning("health check of %s@%s failed", st.service, st.node, exc_info=True)
 
 
-async def _check(ctx: Context, store: Store, service: Service, st: ServiceState, unit: UnitRaw | None,
+async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceState, unit: UnitRaw | None,
                  notifier: Notifier) -> None:
     now = ctx.now()
-    memo = await get_memo(store, service.name, service.node) or HealthMemo()
+    memo = await store.health_memos.get(service.name, service.node) or HealthMemo()
     active = st.active.split(" ")[0] if st.active else ""
     held: bool | None = None
 
@@ -94,7 +90,7 @@ async def _check(ctx: Context, store: Store, service: Service, st: ServiceState,
         """A restart by the bot is under way (its lock is held): asked only when a judgement is possible."""
         nonlocal held
         if held is None:
-            held = await store.lock_holder(lock_name(service.name, service.node), now) is not None
+            held = await store.locks.holder(lock_name(service.name, service.node), now) is not None
         return held
 
     if (memo.invocation and active == "inactive" and memo.active_state in ("active", "reloading", "deactivating")
@@ -115,7 +111,7 @@ async def _check(ctx: Context, store: Store, service: Service, st: ServiceState,
     if not _may_judge(st, memo, active, sample) or not await ours():
         await _health(ctx, store, service, st, memo, active, notifier, now)
         await _hung(ctx, store, service, st, sample, memo, notifier, now)
-    await set_memo(store, service.name, service.node, memo, now)
+    await store.health_memos.put(service.name, service.node, memo, now)
 
 
 def _may_judge(st: ServiceState, memo: HealthMemo, active: str, sample: tuple[float | None, int, int]) -> bool:
@@ -194,13 +190,13 @@ def stopped_notice(service: Service, error: str, logs: ServiceState | None) -> R
 # The checks
 
 
-async def _post(ctx: Context, store: Store, notifier: Notifier, key: str, place: str, reply: Reply,
+async def _post(ctx: Context, store: StateStore, notifier: Notifier, key: str, place: str, reply: Reply,
                 now: datetime) -> bool:
     """Post ``reply`` once to the notify channel; True when it is out (or there is nowhere to post)."""
     channel = ctx.config.notify.channel
     if not channel:
         return True
-    return await post_once(store, key, place, notifier, channel, None, reply, now) == "sent"
+    return await post_once(store.notices, key, place, notifier, channel, None, reply, now) == "sent"
 
 
 async def _logs(ctx: Context, service: Service, options: ProbeOptions) -> ServiceState | None:
@@ -216,7 +212,7 @@ def _failing(st: ServiceState, memo: HealthMemo, active: str) -> bool:
     return st.state == "unhealthy" or (st.state == "loading" and bool(st.reason) and " on http" in (st.reason or ""))
 
 
-async def _health(ctx: Context, store: Store, service: Service, st: ServiceState, memo: HealthMemo, active: str,
+async def _health(ctx: Context, store: StateStore, service: Service, st: ServiceState, memo: HealthMemo, active: str,
                   notifier: Notifier, now: datetime) -> None:
     key = health_key(service.name, service.node)
     if st.state == "ready":
@@ -242,7 +238,7 @@ async def _health(ctx: Context, store: Store, service: Service, st: ServiceState
     memo.bad_polls += 1
     if memo.bad_polls < ctx.config.watch.unhealthy_polls and memo.unhealthy_since is None:
         return
-    if memo.unhealthy_silenced and await active_silence(store, service.name, service.node, now) is None:
+    if memo.unhealthy_silenced and await store.silences.active_for(service.name, service.node, now) is None:
         memo.unhealthy_since, memo.unhealthy_silenced = None, False  # the silence ended, the trouble did not
     if memo.unhealthy_since is None:
         memo.unhealthy_since, memo.unhealthy_reason = now, st.reason or "/health does not answer 200"
@@ -251,7 +247,7 @@ async def _health(ctx: Context, store: Store, service: Service, st: ServiceState
                                                  service.node, str(text), now)
         await record(ctx, "health.unhealthy", service.name, service.node, str(text), who="inferbot",
                      where=ctx.config.notify.channel or "inferbot")
-    if memo.unhealthy_silenced or await store.notice_sent(key, _unhealthy_place(memo)):
+    if memo.unhealthy_silenced or await store.notices.sent(key, _unhealthy_place(memo)):
         return
     logs = await _logs(ctx, service, LOGS_PROBE)
     await _post(ctx, store, notifier, key, _unhealthy_place(memo),
@@ -282,8 +278,8 @@ def _sample(unit: UnitRaw | None) -> tuple[float | None, int, int]:
     return s.generation_tokens_total, int(s.running or 0), int(s.waiting or 0)
 
 
-async def _hung(ctx: Context, store: Store, service: Service, st: ServiceState, sample: tuple[float | None, int, int],
-                memo: HealthMemo, notifier: Notifier, now: datetime) -> None:
+async def _hung(ctx: Context, store: StateStore, service: Service, st: ServiceState,
+                sample: tuple[float | None, int, int], memo: HealthMemo, notifier: Notifier, now: datetime) -> None:
     if st.state != "ready":
         return
     gen, running, waiting = sample
@@ -314,7 +310,7 @@ async def _hung(ctx: Context, store: Store, service: Service, st: ServiceState, 
     changed = memo.gen_changed_at or now
     memo.gen_changed_at = changed
     quiet = (now - changed).total_seconds()
-    if memo.hung_silenced and await active_silence(store, service.name, service.node, now) is None:
+    if memo.hung_silenced and await store.silences.active_for(service.name, service.node, now) is None:
         memo.hung_since, memo.hung_silenced = None, False  # the silence ended, the hang did not: say it now
     if memo.hung_since is None:
         if quiet < ctx.config.watch.hung_after:
@@ -346,11 +342,11 @@ async def _stopped(ctx: Context, service: Service, memo: HealthMemo) -> None:
                  where=ctx.config.notify.channel or "inferbot")
 
 
-async def _post_stopped(ctx: Context, store: Store, service: Service, memo: HealthMemo, notifier: Notifier,
+async def _post_stopped(ctx: Context, store: StateStore, service: Service, memo: HealthMemo, notifier: Notifier,
                         now: datetime) -> None:
     """Post the due ❌ (once; retried on the next look when Slack did not take it)."""
     key = health_key(service.name, service.node)
-    if not await store.notice_sent(key, memo.stop_place):
+    if not await store.notices.sent(key, memo.stop_place):
         logs = await _logs(ctx, service, STOP_PROBE)
         if not await _post(ctx, store, notifier, key, memo.stop_place, stopped_notice(service, memo.stop_error, logs),
                            now):

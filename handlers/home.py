@@ -154,14 +154,16 @@ async def read_dashboard(ctx: Context) -> Dashboard:
         await apply_history(ctx, snap.services)
         await record_snapshots(ctx, snap.services)  # also adds the "settings drifted" warning
         if ctx.store is not None:
-            for key, e in (await ctx.store.last_restarts(RESTART_EVENTS)).items():
+            for key, e in (await ctx.store.audit.newest_by_target(RESTART_EVENTS)).items():
                 restarts[key] = LastRestart(at=e.at, by=e.who, planned=e.event == "restart.executed")
     except Exception:
         # The store only adds history (ETA, drift, last restart): never lose the dashboard to it.
         log.warning("state store unavailable; dashboard without history", exc_info=True)
     # A node that did not answer is one line with its reason (and its services named), not one "unreachable"
     # card per service repeating it: they would fill Slack's 100 blocks ahead of every service that answered.
-    on_down: dict[str, list[str]] = {n.node: [] for n in snap.nodes if not n.ok}
+    # A node the bot was too busy to ask is not down: its services keep their cards, which say the bot was busy.
+    on_down: dict[str, list[str]] = {n.node: [] for n in snap.nodes
+                                     if not n.ok and (n.error is None or n.error.kind != "busy")}
     for st in snap.services:
         if st.node in on_down:
             on_down[st.node].append(st.service)
@@ -178,8 +180,8 @@ async def read_dashboard(ctx: Context) -> Dashboard:
             c.silenced_until, c.silenced_by, c.silence_reason = s.until, s.by, s.reason or None
     cards.sort(key=order_key)
     problems = [NodeProblem(node=n.node, reason=n.error.reason if n.error else "no answer",
-                            fix=n.error.fix if n.error else "", services=on_down[n.node])
-                for n in snap.nodes if not n.ok]
+                            fix=n.error.fix if n.error else "", services=names)
+                for n in snap.nodes if (names := on_down.get(n.node)) is not None]
     return Dashboard(read_at=now, services=cards, unreachable=problems, elapsed_s=snap.elapsed_s)
 
 

@@ -29,7 +29,7 @@ async def apply_history(ctx: Context, states: list[ServiceState]) -> None:
     loading = [st for st in states if st.state in ("loading", "starting") and st.since is not None]
     if not loading:
         return
-    histories = await ctx.store.load_durations_many([(st.service, st.node) for st in loading])
+    histories = await ctx.store.loads.durations_many([(st.service, st.node) for st in loading])
     for st, history in zip(loading, histories, strict=True):
         if not history or st.since is None:
             continue
@@ -56,7 +56,7 @@ async def record_snapshots(ctx: Context, states: list[ServiceState]) -> None:
     seen = [st for st in states if st.settings_source != "none" and st.state != "unreachable"]
     if not seen:
         return
-    for st, (current, ready) in zip(seen, await ctx.store.record_snapshots(seen, ctx.now()), strict=True):
+    for st, (current, ready) in zip(seen, await ctx.store.snapshots.record_many(seen, ctx.now()), strict=True):
         if ready is None or ready.id == current:
             continue
         diff = diff_snapshots(ready, st)  # the record holds what the current snapshot was made of
@@ -127,8 +127,13 @@ def _data(services: list[dict[str, Any]] | list[dict[str, object]] | None, nodes
              "elapsed_s": round(n.elapsed_s, 3), "services": on_node[n.node]}
             for n in nodes
         ],
-        "unreachable": [n.node for n in nodes if not n.ok],
+        "unreachable": [n.node for n in nodes if not n.ok and not _busy(n)],
+        "busy": [n.node for n in nodes if _busy(n)],  # not asked: the bot had too many questions waiting for it
     }
+
+
+def _busy(n: NodeReport) -> bool:
+    return n.error is not None and n.error.kind == "busy"
 
 
 async def service_cards(ctx: Context, req: Request, probe: ProbeOptions, card: Card, record: bool = False) -> Cards:
@@ -214,6 +219,9 @@ def failure(snap: Snapshot | Cards) -> str:
     """The ``error`` of a reply that answered nothing."""
     if not snap.nodes and not snap.services:
         return "no services or nodes are configured"
+    if all(_busy(n) for n in snap.nodes if not n.ok):
+        return "inferbot is busy: no targeted node could be asked yet (" + ", ".join(
+            n.node for n in snap.nodes if not n.ok) + "); try again in a moment"
     return "every targeted node is unreachable: " + ", ".join(n.node for n in snap.nodes if not n.ok)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers.common import STATE_STATUS, worst
+from handlers.common import STATE_STATUS, not_reached, worst
 from handlers.context import Context, Request
 from handlers.down_nodes import DownNodes
 from handlers.live import answered, failure, node_error_sections, snapshot_data
@@ -37,7 +37,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
         title = f"{st.service} on {st.node} — last {len(lines)} lines {note}".strip()
         sections.append(Section(kind="header", title=title, status=STATE_STATUS[st.state]))
         if st.state == "unreachable":
-            sections.append(Section(kind="text", text=f"unreachable — {st.reason}"))
+            sections.append(Section(kind="text", text=not_reached(st)))
             continue
         if not lines:
             sections.append(Section(kind="text", text="the journal has no lines for this unit (or I may not read it: "

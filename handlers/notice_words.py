@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from handlers.common import PHASE_WORDS, fmt_duration, remaining
+from handlers.common import PHASE_WORDS, fmt_duration, not_reached, remaining
 from handlers.reply import Reply, Section, Status
 from handlers.restart_diff import oom_leftover_sections
 from handlers.status import progress_bar
@@ -63,7 +63,9 @@ def progress_text(f: Follow, st: ServiceState | None, now: datetime) -> str:
     if st is None:
         return f"{f.service} on {f.node}: waiting — elapsed {elapsed}"
     parts = [f"{f.service} on {f.node}: "]
-    if st.state == "unreachable":
+    if st.state == "unreachable" and st.reason_kind == "busy":
+        parts.append(f"not asked ({not_reached(st)})")
+    elif st.state == "unreachable":
         parts.append(f"node unreachable ({st.reason})")
     elif st.phase:
         parts.append(PHASE_WORDS.get(st.phase, st.phase))

@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from handlers.context import Context
 from handlers.notify import Notifier
 from handlers.reply import Reply
+from services.store.ports import Notices
 from services.store.records import Follow
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 log = logging.getLogger("inferbot.follow")
 
@@ -26,23 +23,23 @@ CLAIM_STALE_S = 120.0
 """A notice claimed but not marked sent for this long belongs to a process that died mid-post."""
 
 
-async def post_once(store: Store, key: str, place: str, notifier: Notifier, channel: str,
+async def post_once(notices: Notices, key: str, place: str, notifier: Notifier, channel: str,
                     thread_ts: str | None, reply: Reply, now: datetime) -> str | None:
     """Post ``reply`` once for (follow ``key``, ``place``) across polls, restarts and replicas.
 
     Returns "sent" when it is (now or already) posted, None when it must be retried later.
     """
-    if await store.notice_sent(key, place):
+    if await notices.sent(key, place):
         return "sent"
-    if not await store.claim_notice(key, place):
-        claim = await store.get_notice(key, place)
+    if not await notices.claim(key, place):
+        claim = await notices.get(key, place)
         if claim is None or claim.sent_at is not None:
             return "sent" if claim is not None else None
         if (now - claim.claimed_at).total_seconds() < CLAIM_STALE_S:
             return None  # someone else is posting right now (or just crashed): look again next poll
         # The claimer died between claiming and posting: take over.
-        await store.release_notice_claim(key, place)
-        if not await store.claim_notice(key, place):
+        await notices.release(key, place)
+        if not await notices.claim(key, place):
             return None
     try:
         ts = await notifier.post(channel, thread_ts, reply)
@@ -50,9 +47,9 @@ async def post_once(store: Store, key: str, place: str, notifier: Notifier, chan
         log.warning("posting the %s notice of %s failed; will retry", place, key, exc_info=True)
         # Slack said no, so nothing was posted: the release must happen even if this step is being
         # cancelled (a stopping bot), or the notice waits CLAIM_STALE_S for the next process.
-        await asyncio.shield(store.release_notice_claim(key, place))
+        await asyncio.shield(notices.release(key, place))
         return None
-    await store.mark_notice_sent(key, place, ts)
+    await notices.mark_sent(key, place, ts)
     return "sent"
 
 

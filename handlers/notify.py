@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from handlers.ports import Dashboards, Jobs, Notifier
 from handlers.reply import Reply
+from services import mentions
 
 __all__ = ["Dashboards", "Jobs", "Notifier", "PrintNotifier", "RecordingNotifier"]
 
@@ -91,7 +92,7 @@ class PrintNotifier(RecordingNotifier):
     async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str:
         """Print the notice line."""
         ts = await super().post(channel, thread_ts, reply)
-        print(notice_text(reply), file=self._out, flush=True)
+        print(mentions.plain(notice_text(reply)), file=self._out, flush=True)
         return ts
 
 

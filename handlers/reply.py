@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
+from services import mentions
+
 Status = Literal["ok", "info", "warn", "error", "loading"]
 
 
@@ -116,7 +118,9 @@ class Reply(BaseModel):
 
     def to_json(self, text: str) -> dict[str, Any]:
         """The ``--json`` object: ``intent``, ``ok``, ``text`` (the plain answer), ``data``."""
-        out: dict[str, Any] = {"intent": self.intent, "ok": self.ok, "text": text, "data": self.data}
+        # JSON shows the bot's own mentions as text (``<@U…>``), as the terminal does.
+        out: dict[str, Any] = {"intent": self.intent, "ok": self.ok, "text": mentions.plain(text),
+                               "data": mentions.plain_data(self.data)}
         if self.error:
-            out["error"] = self.error
+            out["error"] = mentions.plain(self.error)
         return out

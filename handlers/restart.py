@@ -18,11 +18,10 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from config.models import AccessPolicy, Service
 from handlers.audit import record
-from handlers.common import fmt_duration, state_line
+from handlers.common import fmt_duration, node_not_reached, state_line
 from handlers.context import Context, Request
 from handlers.follow import (
     BEFORE,
@@ -38,14 +37,13 @@ from handlers.notify import Notifier, groups_of, jobs_of, notifier_of
 from handlers.reply import Action, Reply, Section, Status
 from handlers.restart_diff import leftover_section, plan
 from handlers.watcher import WATCH_PROBE
+from services import mentions
 from services.access import check_restart_access, check_second_person
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
-from services.node.restart import RestartResult, build_restart_command, execute_restart
+from services.node.restart import RESTART_WAIT_S, RestartResult, build_restart_command, execute_restart
+from services.store.ports import StateStore
 from services.store.records import LockRecord, RestartRequest
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 # GPUs: leftover vLLM processes outside the unit are listed in the confirmation (issue 14).
 IMPACT_PROBE = ProbeOptions(gpus=True, metrics_samples=1, http_timeout_s=3.0)
@@ -53,7 +51,7 @@ log = logging.getLogger("inferbot.restart")
 CONFIRM = "restart_confirm"
 CANCEL = "restart_cancel"
 FINAL_STATES = frozenset({"done", "failed", "cancelled", "expired", "refused"})
-_BY_MENTION = re.compile(r" by <@[UW][A-Z0-9]+>")
+_BY_MENTION = re.compile(" by " + mentions.PATTERN)
 
 
 @dataclass
@@ -70,7 +68,7 @@ def new_request_id() -> str:
     return "r-" + secrets.token_hex(6)
 
 
-def _store(ctx: Context) -> Store:
+def _store(ctx: Context) -> StateStore:
     if ctx.store is None:
         raise RuntimeError("restarts need the state store ([state] dir or url)")
     return ctx.store
@@ -88,12 +86,12 @@ def _refusal(title: str, text: str, data: Mapping[str, object], how: str | None 
 async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str | None, ServiceState | None]:
     """Node reachable, nothing in flight, cooldown: the first refusal reason (or None) and the state seen."""
     _store(ctx)
-    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], IMPACT_PROBE)
+    # A restart waits behind a burst of questions for a channel of its node (RESTART_WAIT_S) rather than be refused.
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], IMPACT_PROBE, wait_s=RESTART_WAIT_S)
     st = snap.services[0] if snap.services else None
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
-        why = report.error.reason if report.error else "no answer"
-        return f"refused: node {service.node} is unreachable — {why}", st
+        return f"refused: {node_not_reached(service.node, report.error)}", st
     held = await settle_lock(ctx, service)
     if held is not None:
         return await in_flight_refusal(ctx, service, held), st
@@ -114,36 +112,36 @@ async def settle_lock(ctx: Context, service: Service) -> LockRecord | None:
     """
     store = _store(ctx)
     name = lock_name(service.name, service.node)
-    lock = await store.get_lock(name, ctx.now())
+    lock = await store.locks.get(name, ctx.now())
     if lock is None:
         return None
     ended = await _lock_ended(ctx, service, lock)
     if ended is not None:
         # (Seeing the load's end may already have released it: the follow ends the lock it guards.)
-        await store.clear_lock(name, owner=lock.owner)
+        await store.locks.clear(name, owner=lock.owner)
         await record(ctx, "restart.lock_released", service.name, service.node,
                      f"the lock of request {lock.owner} ended: {ended}", request_id=lock.owner, who="inferbot")
-        return await store.get_lock(name, ctx.now())
+        return await store.locks.get(name, ctx.now())
     return lock
 
 
 async def _lock_ended(ctx: Context, service: Service, lock: LockRecord) -> str | None:
     """Why the restart behind ``lock`` is over, or None while it may still be going (or can't be told)."""
     store = _store(ctx)
-    req = await store.get_request(lock.owner)
+    req = await store.requests.get(lock.owner)
     if req is None:
         return None  # not a request of ours: only its expiry or --clear-lock ends it
     if req.state in FINAL_STATES:
         return f"its request is {req.state}"
     key = follow_key(service.name, service.node)
-    f = await store.get_follow(key)
+    f = await store.follows.get(key)
     if f is not None and f.request_id == req.id:
         if not f.active:
             return f"its load ended ({f.outcome})"
         status = await poll_follow(ctx, key, None)
         if status.outcome is not None:
             return f"its load was seen {status.outcome}"
-        fresh = await store.get_request(req.id)
+        fresh = await store.requests.get(req.id)
         return f"its request is {fresh.state}" if fresh is not None and fresh.state in FINAL_STATES else None
     # The follow is recorded before the command runs; a lock this old without one lost its process
     # before the command could run.
@@ -156,14 +154,14 @@ async def _lock_ended(ctx: Context, service: Service, lock: LockRecord) -> str |
 async def in_flight_refusal(ctx: Context, service: Service, lock: LockRecord) -> str:
     """The refusal for a restart still in flight: who holds the lock, since when, for which request."""
     store = _store(ctx)
-    req = await store.get_request(lock.owner)
+    req = await store.requests.get(lock.owner)
     age = fmt_duration((ctx.now() - lock.acquired_at).total_seconds())
     about = f"request {lock.owner}, {age} old"
     if req is not None:
         by = req.confirmed_by or req.requested_by
         about += f", confirmed by {_mention(by)}" if req.confirmed_by else f", asked by {_mention(by)}"
         about += f", {req.state}"
-    f = await store.get_follow(follow_key(service.name, service.node))
+    f = await store.follows.get(follow_key(service.name, service.node))
     if f is not None and f.active and req is not None and f.request_id == req.id:
         about += f", load followed since {hhmm(f.started_at)}"
     return (f"refused: another restart of {service.name} on {service.node} is in flight ({about}); "
@@ -178,7 +176,7 @@ async def clear_lock(ctx: Context, service: Service) -> tuple[LockRecord | None,
     """
     store = _store(ctx)
     name = lock_name(service.name, service.node)
-    lock = await store.get_lock(name, ctx.now())
+    lock = await store.locks.get(name, ctx.now())
     if lock is None:
         return None, f"no restart of {service.name} on {service.node} is in flight: nothing to clear"
     about = await in_flight_refusal(ctx, service, lock)
@@ -186,7 +184,7 @@ async def clear_lock(ctx: Context, service: Service) -> tuple[LockRecord | None,
     if held is None:
         return lock, (f"the restart of {service.name} on {service.node} (request {lock.owner}) was already over: "
                       f"its lock is released")
-    removed = await store.clear_lock(name, owner=held.owner)
+    removed = await store.locks.clear(name, owner=held.owner)
     if removed is None:
         return None, f"the lock of {service.name} on {service.node} changed meanwhile: nothing was cleared"
     detail = "cleared by hand: " + about.removeprefix("refused: ").split("; wait for", 1)[0]
@@ -226,7 +224,7 @@ async def cooldown_refusal(ctx: Context, service: Service, force: bool) -> str |
     cooldown = ctx.config.access_for(service).cooldown
     if cooldown <= 0 or force:
         return None
-    last = await _store(ctx).last_restart_record(service.name, service.node)
+    last = await _store(ctx).restarts.last(service.name, service.node)
     if last is None:
         return None
     since = (ctx.now() - last.at).total_seconds()
@@ -239,9 +237,7 @@ async def cooldown_refusal(ctx: Context, service: Service, force: bool) -> str |
 
 
 def _mention(who: str | None) -> str:
-    if who and who[:1] in ("U", "W"):
-        return f"<@{who}>"
-    return who or "someone"
+    return mentions.user(who)
 
 
 async def impact(ctx: Context, service: Service, st: ServiceState | None) -> tuple[list[tuple[str, str]], str, dict[
@@ -262,7 +258,7 @@ async def impact(ctx: Context, service: Service, st: ServiceState | None) -> tup
     more_fields, more_data = plan(st, ctx.config.access_for(service))  # what the restart applies
     fields += more_fields
     data.update(more_data)
-    durations = await store.load_durations(service.name, service.node, limit=1)
+    durations = await store.loads.durations(service.name, service.node, limit=1)
     if durations:
         prev = durations[0]
         fields.append(("previous load", fmt_duration(prev)))
@@ -312,9 +308,9 @@ async def handle(ctx: Context, req: Request) -> Reply:
     now = ctx.now()
     request_id = new_request_id()
     expires = now + timedelta(seconds=policy.confirm_ttl)
-    await _store(ctx).create_request(
+    await _store(ctx).requests.create(
         request_id, service.name, service.node, service.unit, ctx.asker.user_id, ctx.asker.channel_id,
-        ctx.asker.thread_ts, now, expires, force,
+        ctx.asker.thread_ts, now, expires, force, kind="restart",
     )
     jobs = jobs_of(ctx)
     if jobs is not None:
@@ -381,7 +377,7 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
     store = _store(ctx)
     now = ctx.now()
     who = ctx.asker.user_id
-    req = await store.get_request(request_id)
+    req = await store.requests.get(request_id)
     if req is None:
         return ActionOutcome(ephemeral="refused: I don't know this restart request")
     service = ctx.config.service(req.service, req.node)
@@ -398,7 +394,7 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
     if req.state != "pending":
         return await _refuse_used(ctx, req, action_id)
     if action_id == CANCEL:
-        if not await store.transition_request(req.id, {"pending"}, "cancelled", who, now):
+        if not await store.requests.transition(req.id, {"pending"}, "cancelled", who, now):
             return await _lost_race(ctx, req.id, action_id, who, now)
         await record(ctx, "restart.cancelled", req.service, req.node, "cancelled", request_id=req.id)
         return ActionOutcome(message=message_reply(req, f"Cancelled by {_mention(who)}", "info"))
@@ -409,7 +405,7 @@ async def on_action(ctx: Context, action_id: str, request_id: str) -> ActionOutc
         await record(ctx, "restart.click_refused", req.service, req.node, f"not allowed: {second.reason}",
                      request_id=req.id)
         return ActionOutcome(ephemeral=f"not allowed: {second.reason}")
-    if not await store.transition_request(req.id, {"pending"}, "confirmed", who, now):
+    if not await store.requests.transition(req.id, {"pending"}, "confirmed", who, now):
         return await _lost_race(ctx, req.id, action_id, who, now)
     await record(ctx, "restart.confirmed", req.service, req.node,
                  "confirmed" + (" (forced past the cooldown)" if req.force else ""), request_id=req.id)
@@ -425,7 +421,7 @@ async def _refuse_used(ctx: Context, req: RestartRequest, action_id: str) -> Act
 
 
 async def _lost_race(ctx: Context, request_id: str, action_id: str, who: str | None, now: datetime) -> ActionOutcome:
-    fresh = await _store(ctx).get_request(request_id)
+    fresh = await _store(ctx).requests.get(request_id)
     if fresh is None:
         return ActionOutcome(ephemeral="refused: I don't know this restart request")
     if fresh.state == "pending" and now >= fresh.expires_at:
@@ -434,7 +430,7 @@ async def _lost_race(ctx: Context, request_id: str, action_id: str, who: str | N
 
 
 async def _expire_now(ctx: Context, req: RestartRequest, who: str | None, now: datetime) -> ActionOutcome:
-    if await _store(ctx).transition_request(req.id, {"pending"}, "expired", None, now):
+    if await _store(ctx).requests.transition(req.id, {"pending"}, "expired", None, now):
         await record(ctx, "restart.expired", req.service, req.node, "expired before anyone confirmed",
                      request_id=req.id, who="inferbot")
     return ActionOutcome(message=message_reply(req, "Expired — ask again", "info"),
@@ -448,24 +444,24 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
     lock = lock_name(service.name, service.node)
 
     async def give_up(reason: str) -> ActionOutcome:
-        await store.transition_request(req.id, {"confirmed"}, "failed", who, now)
+        await store.requests.transition(req.id, {"confirmed"}, "failed", who, now)
         await record(ctx, "restart.refused", service.name, service.node, reason, request_id=req.id)
         return ActionOutcome(message=message_reply(req, reason, "error"), ephemeral=reason)
 
-    if not await store.acquire_lock(lock, req.id, lock_ttl(ctx), now):
+    if not await store.locks.acquire(lock, req.id, lock_ttl(ctx), now):
         held = await settle_lock(ctx, service)  # the lock may belong to a restart that is over
-        if held is not None or not await store.acquire_lock(lock, req.id, lock_ttl(ctx), now):
-            held = held or await store.get_lock(lock, now)
+        if held is not None or not await store.locks.acquire(lock, req.id, lock_ttl(ctx), now):
+            held = held or await store.locks.get(lock, now)
             reason = (await in_flight_refusal(ctx, service, held) if held is not None else
                       f"refused: another restart of {service.name} on {service.node} is in flight")
             return await give_up(reason)
     # Someone may have restarted it while this request waited for its click.
     refusal = await cooldown_refusal(ctx, service, req.force)
     if refusal is not None:
-        await store.release_lock(lock, req.id)
+        await store.locks.release(lock, req.id)
         return await give_up(refusal)
-    if not await store.transition_request(req.id, {"confirmed"}, "running", who, now):
-        await store.release_lock(lock, req.id)
+    if not await store.requests.transition(req.id, {"confirmed"}, "running", who, now):
+        await store.locks.release(lock, req.id)
         return ActionOutcome(ephemeral="refused: this request changed state meanwhile")
     # The follow is on record before the command runs: if the bot dies between the two, the next bot
     # process still follows this load (and it knows the old start, so it cannot mistake it for the new).
@@ -476,14 +472,14 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
     result = await execute_restart(ctx.cluster.pool, ctx.config.node(service.node), service, policy)
     started = ctx.now()
     if result.unreachable is None:
-        await store.record_restart(service.name, service.node, now, who, req.force)
+        await store.restarts.record(service.name, service.node, now, who, req.force)
     await record(ctx, "restart.executed", service.name, service.node, _exec_detail(result, req.force),
                  request_id=req.id)
     confirmed = f"Restart confirmed by {_mention(who)} at {hhmm(now)}"
     if not result.ok:
-        await store.transition_request(req.id, {"running"}, "failed", who, started)
-        await store.finish_follow(follow_key(service.name, service.node), "failed")
-        await store.release_lock(lock, req.id)
+        await store.requests.transition(req.id, {"running"}, "failed", who, started)
+        await store.follows.finish(follow_key(service.name, service.node), "failed")
+        await store.locks.release(lock, req.id)
         text = f"❌ {service.name} on {service.node} failed to restart — {result.summary()}"
         extra = _exec_sections(result)
         await _notify_failure(ctx, text, extra)
@@ -496,7 +492,7 @@ async def run_confirmed(ctx: Context, req: RestartRequest, service: Service, pol
 
 async def _current_invocation(ctx: Context, service: Service) -> str:
     """The unit's invocation id right now ("" when stopped or unknown)."""
-    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], WATCH_PROBE)
+    snap = await ctx.cluster.snapshot([service], [ctx.config.node(service.node)], WATCH_PROBE, wait_s=RESTART_WAIT_S)
     return snap.services[0].invocation_id if snap.services else ""
 
 
@@ -505,7 +501,7 @@ def _exec_detail(result: RestartResult, forced: bool) -> str:
     if result.reload_command:
         parts.insert(0, f"`{result.reload_command}` first" + (" (failed)" if result.reload_failed else ""))
     if result.unreachable:
-        parts.append(f"unreachable: {result.unreachable}")
+        parts.append(f"{'not asked' if result.busy else 'unreachable'}: {result.unreachable}")
     if result.start_limit_hit:
         parts.append("start-limit-hit")
     if result.stderr.strip():
@@ -541,11 +537,11 @@ async def _notify_failure(ctx: Context, text: str, extra: list[Section]) -> None
 async def expire_request(ctx: Context, request_id: str, notifier: Notifier | None) -> bool:
     """At expiry: move a still-pending request to expired and rewrite its message. True when it expired."""
     store = _store(ctx)
-    req = await store.get_request(request_id)
+    req = await store.requests.get(request_id)
     if req is None or req.state != "pending":
         return False
     now = max(ctx.now(), req.expires_at)
-    if not await store.transition_request(req.id, {"pending"}, "expired", None, now):
+    if not await store.requests.transition(req.id, {"pending"}, "expired", None, now):
         return False
     await record(ctx, "restart.expired", req.service, req.node, "expired before anyone confirmed",
                  request_id=req.id, who="inferbot", where=req.channel or "inferbot")
@@ -565,14 +561,14 @@ async def confirm_typed_restart(ctx: Context, service: Service, who: str, unavai
     store = _store(ctx)
     now = ctx.now()
     request_id = "t-" + new_request_id().removeprefix("r-")
-    await store.create_request(request_id, service.name, service.node, service.unit, who, None, None, now,
-                               now + timedelta(minutes=5), force)
+    await store.requests.create(request_id, service.name, service.node, service.unit, who, None, None, now,
+                                now + timedelta(minutes=5), force, kind="restart")
     await record(ctx, "restart.requested", service.name, service.node, f"from the terminal; {unavailable}"
                  + ("; FORCED past the cooldown" if force else ""), request_id=request_id)
-    await store.transition_request(request_id, {"pending"}, "confirmed", who, now)
+    await store.requests.transition(request_id, {"pending"}, "confirmed", who, now)
     await record(ctx, "restart.confirmed", service.name, service.node, "typed the name back",
                  request_id=request_id)
-    req = await store.get_request(request_id)
+    req = await store.requests.get(request_id)
     if req is None:  # pragma: no cover - just created
         return ActionOutcome(ephemeral="the restart request was lost; nothing was restarted")
     return await run_confirmed(ctx, req, service, ctx.config.access_for(service), who, now)

@@ -17,6 +17,7 @@ from handlers.down_nodes import DownNodes
 from handlers.live import snapshot_data
 from handlers.notify import groups_of
 from handlers.reply import Reply, Section
+from services import mentions
 from services.access import check_restart_access
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
@@ -30,21 +31,20 @@ SHOWN = 8
 
 
 def _who(who: str | None) -> str:
-    if who and who[:1] in ("U", "W"):
-        return f"<@{who}>"
-    return who or "—"
+    return mentions.user(who, otherwise="—")
 
 
 def who_may(policy: AccessPolicy) -> str:
     """The access policy in one sentence, by Slack ids."""
-    people = [f"<@{u}>" for u in policy.restart_users] + [f"<!subteam^{g}>" for g in policy.restart_usergroups]
+    people = ([mentions.user(u) for u in policy.restart_users]
+              + [mentions.usergroup(g) for g in policy.restart_usergroups])
     if not people:
         return ("nobody in Slack yet — restarts are off until the config lists who may "
                 "(`restart_users` / `restart_usergroups` in `[access]`); anyone with the config and a shell "
                 "on the bot's host can use `inferbot restart`")
     text = ", ".join(people)
     if policy.restart_channels:
-        text += " — only in " + ", ".join(f"<#{c}>" for c in policy.restart_channels)
+        text += " — only in " + ", ".join(mentions.channel(c) for c in policy.restart_channels)
     if policy.require_second_person:
         text += "; someone other than the requester must confirm"
     return text
@@ -76,7 +76,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
     entries: list[AuditEntry] = []
     if ctx.store is not None:
         for name in dict.fromkeys(s.name for s in req.services):
-            entries += await ctx.store.recent_audit(service=name, limit=200)
+            entries += await ctx.store.audit.recent(service=name, limit=200)
     now = ctx.now()
     names_nodes: dict[str, set[str]] = {}
     for s in ctx.config.services:
@@ -95,7 +95,7 @@ async def handle(ctx: Context, req: Request) -> Reply:
             fields.append(("current start", started))
             fields.append(("automatic restarts", f"{st.restarts} (systemd's NRestarts for this unit)"))
         elif svc.node in down:
-            fields.append(("node", f"{svc.node} unreachable (above)"))
+            fields.append(("node", f"{down.words(svc.node)} (above)"))
         elif st is not None:
             fields.append(("node", state_line(st, now)))
         mine = [e for e in entries if e.service == svc.name and e.node in (svc.node, None)

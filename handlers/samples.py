@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from services.models import ServiceState
 from services.node.probe import NodeRaw
 from services.parse.metrics import MetricsParseError, parse_metrics
-
-if TYPE_CHECKING:
-    from services.store.store import Store
+from services.store.ports import MetricSamples
 
 log = logging.getLogger("inferbot.samples")
 
 
-async def record_samples(store: Store, states: list[ServiceState], raw: NodeRaw | None, now: datetime) -> int:
+async def record_samples(samples: MetricSamples, states: list[ServiceState], raw: NodeRaw | None, now: datetime) -> int:
     """Store one sample per ready service whose ``/metrics`` answered in this probe; returns how many.
 
     A body that is not Prometheus text is skipped (logged), never fatal to the watcher.
@@ -37,7 +34,7 @@ async def record_samples(store: Store, states: list[ServiceState], raw: NodeRaw 
         except MetricsParseError as e:
             log.info("metrics of %s@%s not sampled: %s", st.service, st.node, e)
             continue
-        point = await store.record_metric_sample(
+        point = await samples.record(
             st.service, st.node, now, generation_total=sample.generation_tokens_total,
             prompt_total=sample.prompt_tokens_total, running=sample.running, waiting=sample.waiting,
             kv_cache_usage=sample.kv_cache_usage, process_start=st.since)

@@ -10,7 +10,6 @@ store, so it outlasts a restart of the bot, and it ends by itself.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from config.models import Service
 from handlers.audit import record
@@ -19,11 +18,10 @@ from handlers.context import Context, Request
 from handlers.notify import dashboards_changed, groups_of
 from handlers.reply import Reply, Section
 from handlers.silence_text import clean_reason
+from services import mentions
 from services.access import check_restart_access
+from services.store.ports import Notices, StateStore
 from services.store.records import Silence
-
-if TYPE_CHECKING:
-    from services.store.store import Store
 
 MAX_SILENCE_S = 7 * 86400.0
 SILENCED_TS = "silenced"
@@ -34,7 +32,7 @@ def hhmm(at: datetime) -> str:
 
 
 def _mention(who: str) -> str:
-    return f"<@{who}>" if who[:1] in ("U", "W") else who
+    return mentions.user(who)
 
 
 def silence_words(s: Silence) -> str:
@@ -47,41 +45,35 @@ async def silence_of(ctx: Context, service: str, node: str) -> Silence | None:
     """The silence of service@node in force now, if any (None without a store)."""
     if ctx.store is None:
         return None
-    from services.store.health_state import active_silence  # SQLAlchemy: only when silences are read
-
-    return await active_silence(ctx.store, service, node, ctx.now())
+    return await ctx.store.silences.active_for(service, node, ctx.now())
 
 
 async def silences_now(ctx: Context) -> list[Silence]:
     """Every silence in force now (none without a store)."""
     if ctx.store is None:
         return []
-    from services.store.health_state import active_silences
-
-    return await active_silences(ctx.store, ctx.now())
+    return await ctx.store.silences.active(ctx.now())
 
 
-async def suppress(ctx: Context, store: Store, key: str, place: str, service: str, node: str, notice: str,
+async def suppress(ctx: Context, store: StateStore, key: str, place: str, service: str, node: str, notice: str,
                    now: datetime) -> bool:
     """When service@node is silenced: record ``place`` of ``key`` as handled without posting, audit it, True.
 
     Idempotent across polls and processes: the notice row is claimed once, like a posted one.
     """
-    from services.store.health_state import active_silence
-
-    s = await active_silence(store, service, node, now)
+    s = await store.silences.active_for(service, node, now)
     if s is None:
         return False
-    if await store.claim_notice(key, place):
-        await store.mark_notice_sent(key, place, SILENCED_TS)
+    if await store.notices.claim(key, place):
+        await store.notices.mark_sent(key, place, SILENCED_TS)
         await record(ctx, "notice.suppressed", service, node, f"{notice} — not posted: {silence_words(s)}",
                      who="inferbot", where=ctx.config.notify.channel or "inferbot")
     return True
 
 
-async def was_suppressed(store: Store, key: str, place: str) -> bool:
+async def was_suppressed(notices: Notices, key: str, place: str) -> bool:
     """True when ``place`` of ``key`` was suppressed by a silence (not posted)."""
-    n = await store.get_notice(key, place)
+    n = await notices.get(key, place)
     return n is not None and n.ts == SILENCED_TS
 
 
@@ -120,8 +112,6 @@ async def handle_silence(ctx: Context, req: Request) -> Reply:
     if isinstance(targets, Reply):
         return targets
     assert ctx.store is not None
-    from services.store.health_state import set_silence
-
     now = ctx.now()
     until = now + timedelta(seconds=float(seconds))
     reason = clean_reason(req.args.reason)
@@ -129,7 +119,7 @@ async def handle_silence(ctx: Context, req: Request) -> Reply:
     rows = []
     for service in targets:
         s = Silence(service=service.name, node=service.node, until=until, reason=reason, by=who, at=now)
-        await set_silence(ctx.store, s)
+        await ctx.store.silences.put(s)
         await record(ctx, "silence.set", service.name, service.node,
                      f"until {hhmm(until)} ({fmt_duration(float(seconds))})" + (f": {reason}" if reason else ""))
         rows.append(s)
@@ -151,11 +141,9 @@ async def handle_unsilence(ctx: Context, req: Request) -> Reply:
     if isinstance(targets, Reply):
         return targets
     assert ctx.store is not None
-    from services.store.health_state import clear_silence
-
     ended: list[str] = []
     for service in targets:
-        removed = await clear_silence(ctx.store, service.name, service.node)
+        removed = await ctx.store.silences.end(service.name, service.node)
         if removed is not None and removed.until > ctx.now():
             await record(ctx, "silence.cleared", service.name, service.node,
                          f"ended early (was {silence_words(removed)})")

@@ -28,7 +28,7 @@ async def smoke_of(ctx: Context, f: Follow) -> SmokeCheck | None:
     """The smoke completion recorded for the follow's load, if any."""
     if ctx.store is None:
         return None
-    return await ctx.store.get_smoke(f.service, f.node, _load_id(f))
+    return await ctx.store.smoke_checks.get(f.service, f.node, _load_id(f))
 
 
 async def smoke_gate(ctx: Context, service: Service, f: Follow,
@@ -44,8 +44,8 @@ async def smoke_gate(ctx: Context, service: Service, f: Follow,
                                  held_api_key(service))
         if result.outcome == "unreachable":
             return None
-        found = await ctx.store.record_smoke(f.service, f.node, _load_id(f), result.outcome, result.ttft_s,
-                                             result.detail, ctx.now())
+        found = await ctx.store.smoke_checks.record(f.service, f.node, _load_id(f), result.outcome, result.ttft_s,
+                                                    result.detail, ctx.now())
     if found.outcome == "failed":
         return "failed", found.detail
     return "ready", ""

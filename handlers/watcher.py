@@ -54,7 +54,7 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
     started: list[str] = []
     now = ctx.now()
     try:
-        await record_samples(store, states, raw, now)
+        await record_samples(store.samples, states, raw, now)
     except Exception:  # charts lose a sample; the watcher must carry on
         log.warning("storing metric samples of %s failed", node_name, exc_info=True)
     by_name = {s.name: s for s in services}
@@ -63,8 +63,8 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
         if service is None or st.state == "unreachable":
             continue
         active_state = st.active.split(" ")[0] if st.active else ""
-        base = await store.get_watch(st.service, st.node)
-        await store.set_watch(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
+        base = await store.watches.get(st.service, st.node)
+        await store.watches.put(st.service, st.node, st.main_pid, st.since, st.restarts, active_state)
         if base is None:
             continue
         if (base.active_state, base.main_pid) != (active_state, st.main_pid):
@@ -75,10 +75,10 @@ async def watch_node(ctx: Context, node_name: str, notifier: Notifier, after: Wa
         if not (new_pid or failed_now or more_restarts):
             continue
         key = follow_key(st.service, st.node)
-        current = await store.get_follow(key)
+        current = await store.follows.get(key)
         if current is not None and current.active:
             continue  # a load being followed already (ours, or one noticed earlier)
-        if await store.lock_holder(lock_name(st.service, st.node), now) is not None:
+        if await store.locks.holder(lock_name(st.service, st.node), now) is not None:
             continue  # inferbot is restarting it right now
         if current is not None and st.invocation_id and current.invocation_id == st.invocation_id:
             # The load inferbot already followed (a restart by the bot, seen by the watcher only once it was
@@ -104,5 +104,5 @@ async def _post_late_failure(ctx: Context, f: Follow, st: ServiceState, notifier
     if not channel:
         return
     reply = failed_notice(f, (st.reason or "the unit failed") + " (after it was ready; not by inferbot)", None)
-    await post_once(require_store(ctx), f.key, f"failed-after-ready:{st.main_pid}:{st.restarts}", notifier,
+    await post_once(require_store(ctx).notices, f.key, f"failed-after-ready:{st.main_pid}:{st.restarts}", notifier,
                     channel, None, reply, now)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from config.models import AccessPolicy
+from services import mentions
 
 
 class Asking(Protocol):
@@ -93,24 +94,24 @@ async def check_restart_access(
         )
     channel = asker.channel_id
     if policy.restart_channels and channel not in policy.restart_channels:
-        where = "a direct message" if channel is None or channel.startswith("D") else f"<#{channel}>"
-        allowed = ", ".join(f"<#{c}>" for c in policy.restart_channels)
+        where = "a direct message" if channel is None or channel.startswith("D") else mentions.channel(channel)
+        allowed = ", ".join(mentions.channel(c) for c in policy.restart_channels)
         return AccessDecision(
             False,
             f"restarts are not allowed from {where}; ask in {allowed}",
             "add the channel id to restart_channels in [access]",
         )
     if uid in policy.restart_users:
-        return AccessDecision(True, f"<@{uid}> is in restart_users")
+        return AccessDecision(True, f"{mentions.user(uid)} is in restart_users")
     for group in policy.restart_usergroups:
         if group in asker.usergroups:
-            return AccessDecision(True, f"<@{uid}> is in <!subteam^{group}>")
+            return AccessDecision(True, f"{mentions.user(uid)} is in {mentions.usergroup(group)}")
     for group in policy.restart_usergroups:
         if uid in await groups.members(group):
-            return AccessDecision(True, f"<@{uid}> is in <!subteam^{group}>")
+            return AccessDecision(True, f"{mentions.user(uid)} is in {mentions.usergroup(group)}")
     return AccessDecision(
         False,
-        f"<@{uid}> is not in restart_users or any of restart_usergroups",
+        f"{mentions.user(uid)} is not in restart_users or any of restart_usergroups",
         how_to_allow_snippet(uid, service),
     )
 

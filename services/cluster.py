@@ -8,6 +8,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 
 from pydantic import Field
 
@@ -57,24 +58,86 @@ def discovered_name(unit: str) -> str:
     return unit.removesuffix(".service").lower().replace("@", "-").replace("_", "-").replace(".", "-")
 
 
+NodeAnswer = tuple[NodeReport, list[ServiceState], NodeRaw | None]
+"""What :meth:`Cluster.probe_node` returns: the node's report, its services' records, its decoded output."""
+# What makes two probes of a node the same question: the node, each service's name and what is asked of its unit,
+# the options, what the caller keeps, how long it waits inside the bot, and the API keys (they go on stdin).
+FlightKey = tuple[Node, tuple[tuple[str, str, str | None, str | None, str | None], ...], ProbeOptions, bool, bool,
+                  float | None, tuple[str | None, ...]]
+
+
+class _OwnerGone(Exception):
+    """The question that was asking the node for everyone was called off: whoever waited for it asks again."""
+
+
+@dataclass
+class _Flight:
+    """One probe of a node in progress, and the questions waiting for its answer."""
+
+    generation: int  # the node's ``NodePool.generation`` when it was asked
+    waiters: list[asyncio.Future[NodeAnswer]] = field(default_factory=list)
+
+
 class Cluster:
     """Probes nodes over the pool; knows nothing of Slack or rendering."""
 
     def __init__(self, config: BotConfig, pool: NodePool) -> None:
         self.config = config
         self.pool = pool
+        self._flights: dict[FlightKey, _Flight] = {}
 
     async def probe_node(
         self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool = True,
-        node_gpus: bool = True,
-    ) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
+        node_gpus: bool = True, wait_s: float | None = None,
+    ) -> NodeAnswer:
         """One round trip to ``node`` for ``services`` (or discovery when none are configured).
 
         The node's decoded output comes back too unless ``keep_raw`` is False (then None): a snapshot of
         hundreds of nodes does not keep every node's output alive until the last node has answered.
         ``node_gpus`` False leaves the node's own GPU and process lists out of its report (the services'
         GPUs are kept): only the GPU answer reads them, and they were a third of a node's records.
+        ``wait_s``: how long the question may wait inside the bot before the node reads "busy"
+        (``NodePool.run``; a restart waits longer than a question).
+
+        Single-flight: the same question of the same node asked while it is being asked (same services,
+        options, API keys, ``keep_raw``, ``node_gpus`` and ``wait_s``) waits for that one probe — one SSH
+        command — and gets its own copy of its answer (records are the caller's to change). A question asked
+        after the probe started shares it too: the answer is read after the question was asked, or up to one
+        probe's time before it, as if it had been asked a moment earlier. Never when this bot ran a command that
+        may change the node (a restart) since that probe started (``NodePool.generation``): then it asks anew.
         """
+        keys = tuple(_api_key(s) for s in services)
+        key: FlightKey = (node, tuple((s.name, s.unit, s.api_url, s.log_file, s.bench_dir) for s in services),
+                          options, keep_raw, node_gpus, wait_s, keys)
+        while (flight := self._flights.get(key)) is not None and flight.generation == self.pool.generation(node):
+            waiter: asyncio.Future[NodeAnswer] = asyncio.get_running_loop().create_future()
+            flight.waiters.append(waiter)
+            try:
+                return await waiter
+            except _OwnerGone:
+                continue  # the question asking for everyone was called off: ask (or join) anew
+        flight = self._flights[key] = _Flight(self.pool.generation(node))
+        try:
+            answer = await self._probe_node(node, services, options, keep_raw, node_gpus, wait_s, keys)
+        except BaseException as e:
+            for w in flight.waiters:
+                if not w.done():
+                    w.set_exception(_OwnerGone() if isinstance(e, asyncio.CancelledError) else e)
+            raise
+        finally:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+        # Each waiter gets its own copy, made now, before any caller can change the records it was handed.
+        for w in flight.waiters:
+            if not w.done():
+                w.set_result(_copy(answer))
+        return answer
+
+    async def _probe_node(
+        self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool, node_gpus: bool,
+        wait_s: float | None, keys: tuple[str | None, ...],
+    ) -> NodeAnswer:
+        """:meth:`probe_node`, asked of the node."""
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
         # A persistent probe (the watcher's) runs on the pool's long-lived session for this node when the pool
@@ -87,21 +150,20 @@ class Cluster:
                 targets = tuple(ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file,
                                             bench_dir=s.bench_dir) for s in services)
                 result = await self.pool.ask(node, session_command(targets, opts), session_answer_end,
-                                             limit_s=timeout)
+                                             limit_s=timeout, wait_s=wait_s)
             else:
-                keys = [_api_key(s) for s in services]
                 probe = [
                     ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
                                 models=key is not None)  # /v1/models is always asked: with the key when held
                     for s, key in zip(services, keys, strict=True)
                 ]
                 result = await self.pool.run(node, probe_command(tuple(probe), opts), limit_s=timeout,
-                                             stdin=stdin_for(probe, keys))
+                                             stdin=stdin_for(probe, list(keys)), wait_s=wait_s, read_only=True)
         except NodeUnreachable as e:
             err = e.error
             states = [
                 ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
-                             reason=err.reason, fix=err.fix or None)
+                             reason=err.reason, fix=err.fix or None, reason_kind="busy" if err.kind == "busy" else None)
                 for s in services
             ]
             return NodeReport(node=node.name, ok=False, error=err, elapsed_s=time.monotonic() - started), states, None
@@ -118,7 +180,7 @@ class Cluster:
         facts = NodeFacts(raw)
         by_unit = {u.unit: u for u in raw.units}
         states = []
-        secrets = _configured_secrets(services)
+        secrets = [k for k in keys if k]
         if discover:
             for u in raw.units:
                 states.append(assemble(discovered_name(u.unit), node.name, u, facts, secrets, opts.settings))
@@ -139,7 +201,7 @@ class Cluster:
 
     async def answers(
         self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,
-        node_gpus: bool = True, batch: int = 64,
+        node_gpus: bool = True, batch: int = 64, wait_s: float | None = None,
     ) -> AsyncIterator[list[tuple[int, NodeReport, list[ServiceState]]]]:
         """What :meth:`snapshot` gathers, handed over as the nodes answer: batches of up to ``batch`` nodes
         (their index in ``nodes``, report and records), in the order they answered; every node exactly once.
@@ -157,7 +219,7 @@ class Cluster:
 
         async def ask(i: int, node: Node) -> None:
             report, states, _raw = await self.probe_node(node, by_node.get(node.name, []), opts, keep_raw=False,
-                                                         node_gpus=node_gpus)
+                                                         node_gpus=node_gpus, wait_s=wait_s)
             done.put_nowait((i, report, states))
 
         tasks = [asyncio.create_task(ask(i, node)) for i, node in enumerate(nodes)]
@@ -189,17 +251,18 @@ class Cluster:
 
     async def snapshot(
         self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,
-        node_gpus: bool = True,
+        node_gpus: bool = True, wait_s: float | None = None,
     ) -> Snapshot:
         """Probe ``nodes`` (all at once) for ``services``; slow or dead nodes become ``unreachable``.
 
         :meth:`answers`, gathered: every report and record at once, in the order of ``nodes``.
-        ``node_gpus``: see :meth:`probe_node` (answers about services leave the nodes' GPU lists out).
+        ``node_gpus``: see :meth:`probe_node` (answers about services leave the nodes' GPU lists out);
+        ``wait_s`` too.
         """
         started = time.monotonic()
         reports: list[NodeReport | None] = [None] * len(nodes)
         found: list[list[ServiceState]] = [[] for _ in nodes]
-        async for batch in self.answers(services, nodes, options, node_gpus, batch=max(1, len(nodes))):
+        async for batch in self.answers(services, nodes, options, node_gpus, batch=max(1, len(nodes)), wait_s=wait_s):
             for i, report, states in batch:
                 reports[i], found[i] = report, states
         snap = Snapshot(elapsed_s=0.0, nodes=[r for r in reports if r is not None])
@@ -217,8 +280,10 @@ def _api_key(service: Service) -> str | None:
     return None
 
 
-def _configured_secrets(services: Sequence[Service]) -> list[str]:
-    return [k for k in (_api_key(s) for s in services) if k]
+def _copy(answer: NodeAnswer) -> NodeAnswer:
+    """A waiter's own copy of a shared answer (the decoded output is only ever read: it is shared)."""
+    report, states, raw = answer
+    return report.model_copy(deep=True), [st.model_copy(deep=True) for st in states], raw
 
 
 def held_api_key(service: Service) -> str | None:

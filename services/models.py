@@ -18,8 +18,9 @@ FlagValue = str | bool | list[str]
 # Where a running service's settings were read: its main process, another process of its cgroup (the main
 # one is a wrapper), vLLM's own start-up log, only its API, the unit file, or nowhere.
 SettingsSource = Literal["process", "cgroup-process", "vllm-log", "api", "unit", "none"]
+# "busy": the bot itself had too many questions waiting for the node, which was not asked (not the node's fault).
 NodeErrorKind = Literal[
-    "refused", "timeout", "host_key", "auth", "dns", "unit_not_found", "permission", "protocol", "other"
+    "refused", "timeout", "host_key", "auth", "dns", "unit_not_found", "permission", "protocol", "other", "busy"
 ]
 
 
@@ -224,7 +225,8 @@ class BenchSummary(Model):
 
 WarningKind = Literal["environ-denied", "envfile-unreadable", "gpu-query-failed"]
 """The warnings a tool acts on (``inferbot check`` gives each its fix), by code, as ``NodeError.kind``."""
-ReasonKind = Literal["unit-not-found"]
+ReasonKind = Literal["unit-not-found", "busy"]
+"""Codes of a record's reason: "busy" when the bot had too many questions waiting to ask the node (NodeError)."""
 
 
 class WarningLines(list[str]):

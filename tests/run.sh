@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): installs what the tests need, then runs ruff, mypy and pytest.
 # Debian packages (openssh-server for the real-sshd tests, curl used by the probe, strace to count the
-# probe's processes, systemd-container and debootstrap for the real-systemd tier, postgresql for the store
-# on PostgreSQL and the replica tests) are installed when running as root; otherwise it says which to install.
+# probe's processes, shellcheck to check the probe's shell, systemd-container and debootstrap for the
+# real-systemd tier, postgresql for the store on PostgreSQL and the replica tests) are installed when running
+# as root; otherwise it says which to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,7 @@ need=()
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v strace >/dev/null 2>&1 || need+=(strace)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 # The real-systemd tier (tests/systemd) boots a Debian container; it needs root, so only root installs them.
 if [ "$(id -u)" = 0 ]; then
   command -v systemd-nspawn >/dev/null 2>&1 || need+=(systemd-container)

@@ -18,6 +18,7 @@ import pytest
 
 from bot.render_text import render_text
 from handlers.bench_run import on_action as bench_action
+from services.mentions import plain
 from services.node.bench_run import LABEL, BenchOutcome, LevelResult, num_prompts, summary_line, verdict
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
@@ -98,7 +99,7 @@ async def test_after_ready_benchmark_is_posted_once_per_place_against_the_previo
         runs = [c for c in b.commands if "bench serve" in c]
         assert len(runs) == 1 and all(KIMI_API_KEY not in c for c in b.commands)
         assert len(saved_results(cluster)) == 4  # the two earlier ones and this run's two
-        audit = [e.event for e in await b.rt.store.recent_audit("kimi", 50)]  # type: ignore[union-attr]
+        audit = [e.event for e in await b.rt.store.audit.recent("kimi", 50)]  # type: ignore[union-attr]
         assert "bench.started" in audit and "bench.ok" in audit
 
 
@@ -162,15 +163,15 @@ async def test_bench_on_demand_is_guarded_and_confirmed(make_cluster: MakeCluste
         assert nope.ephemeral and nope.ephemeral.startswith("not allowed")
         done = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid)
         assert done.executed and done.message is not None
-        assert "Benchmark confirmed by <@U0BOB>" in str(done.message.data["notice"])
+        assert "Benchmark confirmed by <@U0BOB>" in plain(str(done.message.data["notice"]))
         again = await bench_action(b.ctx(ALICE, OPS, None), "restart_confirm", rid)
         assert again.ephemeral and "already" in again.ephemeral and not again.executed
         texts = bench_notices(b, OPS, THREAD)
         assert len(texts) == 1 and re.match(r"✅ kimi on gpu-a benchmark: [\d,.]+ tok/s single-stream, \+", texts[0])
         assert len([c for c in b.commands if "bench serve" in c]) == 1
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "done"
-        events = [e.event for e in await b.rt.store.recent_audit("kimi", 50)]  # type: ignore[union-attr]
+        events = [e.event for e in await b.rt.store.audit.recent("kimi", 50)]  # type: ignore[union-attr]
         assert {"bench.requested", "bench.confirmed", "bench.ok"} <= set(events)
         assert "bench.refused" in events and "bench.click_refused" in events
 
@@ -260,7 +261,7 @@ async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: Mak
         rid = str(first.data["request_id"])
         cancelled = await bench_action(b.ctx(BOB, OPS, None), "restart_cancel", rid)
         assert cancelled.message is not None and cancelled.message.title == "Cancelled"
-        assert "Cancelled by <@U0BOB>" in str(cancelled.message.data["notice"])
+        assert "Cancelled by <@U0BOB>" in plain(str(cancelled.message.data["notice"]))
         late = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid)
         assert late.ephemeral == "refused: this request is cancelled" and not late.executed
         second = await b.ask("bench kimi", user=ALICE)
@@ -269,7 +270,7 @@ async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: Mak
         expired = await bench_action(b.ctx(BOB, OPS, None), "restart_confirm", rid2)
         assert expired.ephemeral == "refused: this request is expired"
         assert [c for c in b.commands if "bench serve" in c] == []
-        events = [e.event for e in await b.rt.store.recent_audit("kimi", 50)]  # type: ignore[union-attr]
+        events = [e.event for e in await b.rt.store.audit.recent("kimi", 50)]  # type: ignore[union-attr]
         assert "bench.cancelled" in events and "bench.expired" in events
         # "bench" names no service: no request for everyone — it asks which one (issue 23: an order names its target).
         everyone = await b.ask("bench", user=ALICE)
@@ -291,13 +292,13 @@ async def test_bench_left_by_a_stopped_bot_is_finished_once(make_cluster: MakeCl
     done_text = "✅ kimi on gpu-a benchmark: 80.0 tok/s single-stream, first run with these settings; " \
                 "1,500 tok/s peak (concurrency 4)"
     for rid, finished in (("b-000000000001", False), ("b-000000000002", True)):
-        await store.create_request(rid, "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, THREAD, long_ago,
-                                   long_ago + timedelta(minutes=2), False)
-        await store.transition_request(rid, {"pending"}, "confirmed", BOB, long_ago)
-        await store.transition_request(rid, {"confirmed"}, "running", BOB, long_ago)
-        await store.claim_bench_run(rid, "kimi", "gpu-a", long_ago)
+        await store.requests.create(rid, "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, THREAD, long_ago,
+                                    long_ago + timedelta(minutes=2), False, kind="bench")
+        await store.requests.transition(rid, {"pending"}, "confirmed", BOB, long_ago)
+        await store.requests.transition(rid, {"confirmed"}, "running", BOB, long_ago)
+        await store.bench_runs.claim(rid, "kimi", "gpu-a", long_ago)
         if finished:  # it ended, but the process stopped before posting
-            await store.finish_bench_run(rid, "done", done_text, "ok", {"verdict": "ok"}, long_ago)
+            await store.bench_runs.finish(rid, "done", done_text, "ok", {"verdict": "ok"}, long_ago)
     await store.close()
     async with bot(cluster.config) as b:
         await until(lambda: len(bench_notices(b, NOTIFY)) >= 2, 20, "the two settled benchmarks")
@@ -305,7 +306,7 @@ async def test_bench_left_by_a_stopped_bot_is_finished_once(make_cluster: MakeCl
         assert sorted(bench_notices(b, NOTIFY)) == sorted([
             done_text, "❌ kimi on gpu-a benchmark interrupted — the bot stopped while it ran"])
         assert len(bench_notices(b, OPS, THREAD)) == 2
-        states = {rid: (await b.rt.store.get_request(rid)).state  # type: ignore[union-attr]
+        states = {rid: (await b.rt.store.requests.get(rid)).state  # type: ignore[union-attr]
                   for rid in ("b-000000000001", "b-000000000002")}
         assert states == {"b-000000000001": "failed", "b-000000000002": "done"}
         assert [c for c in b.commands if "bench serve" in c] == []

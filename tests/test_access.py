@@ -7,6 +7,7 @@ import pytest
 from config.models import AccessPolicy, BotConfig, Node, Service
 from handlers.context import Asker
 from services.access import StaticGroups, check_restart_access, check_second_person
+from services.mentions import plain
 
 ALICE, BOB, EVE = "U0ALICE", "U0BOB", "U0EVE"
 OPS, OTHER = "C0OPS", "C0RANDOM"
@@ -48,7 +49,7 @@ async def test_channels_restrict_where_and_refuse_dms() -> None:
     policy = AccessPolicy(restart_users=[ALICE], restart_channels=[OPS])
     assert (await check_restart_access(policy, slack(ALICE, OPS), StaticGroups({}))).allowed
     d = await check_restart_access(policy, slack(ALICE, OTHER), StaticGroups({}))
-    assert not d.allowed and f"<#{OTHER}>" in d.reason and f"<#{OPS}>" in d.reason
+    assert not d.allowed and f"<#{OTHER}>" in plain(d.reason) and f"<#{OPS}>" in plain(d.reason)
     dm = await check_restart_access(policy, slack(ALICE, "D0DM"), StaticGroups({}))
     assert not dm.allowed and "direct message" in dm.reason
     # No channel list: any channel, DMs included.

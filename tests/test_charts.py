@@ -51,8 +51,8 @@ async def store(tmp_path: Path):
 
 async def sample(store: Store, at: datetime, gen: float, prompt: float, running: float = 3, waiting: float = 0,
                  start: datetime = T0 - timedelta(days=30), service: str = "kimi") -> None:
-    await store.record_metric_sample(service, "gpu-a", at, generation_total=gen, prompt_total=prompt,
-                                     running=running, waiting=waiting, kv_cache_usage=0.25, process_start=start)
+    await store.samples.record(service, "gpu-a", at, generation_total=gen, prompt_total=prompt,
+                               running=running, waiting=waiting, kv_cache_usage=0.25, process_start=start)
 
 
 # -- the store ---------------------------------------------------------------------------------------------
@@ -64,10 +64,10 @@ async def test_rates_come_from_consecutive_samples_and_a_reset_gives_none(store:
     await sample(store, T0 + timedelta(seconds=180), 3500, 1300)
     new = T0 + timedelta(seconds=200)  # a new process whose counters happen to be higher: still no rate
     await sample(store, T0 + timedelta(seconds=240), 99_000, 99_000, start=new)
-    points = await store.metric_samples("kimi", "gpu-a", T0 - timedelta(minutes=1))
+    points = await store.samples.between("kimi", "gpu-a", T0 - timedelta(minutes=1))
     assert [(p.generation_tps, p.prompt_tps) for p in points] == [
         (None, None), (100.0, 50.0), (None, None), (50.0, 20.0), (None, None)]
-    latest = await store.latest_metric_samples()
+    latest = await store.samples.latest()
     assert latest[("kimi", "gpu-a")].at == T0 + timedelta(seconds=240)
 
 
@@ -79,8 +79,8 @@ async def test_downsampled_after_24h_and_dropped_after_7_days(store: Store) -> N
             gen += (10 if minute <= 5 else 20) * 60
             await sample(store, T0 + timedelta(minutes=minute), gen, 0)
         clock.move_to(T0 + timedelta(hours=26))
-        folded, dropped = await store.compact_metric_samples(datetime.now(UTC))
-    points = await store.metric_samples("kimi", "gpu-a", T0 - timedelta(days=1))
+        folded, dropped = await store.samples.compact(datetime.now(UTC))
+    points = await store.samples.between("kimi", "gpu-a", T0 - timedelta(days=1))
     buckets = [p for p in points if p.resolution_s == 300]
     raw = [p for p in points if p.resolution_s == 0]
     assert folded == 2 * 60 and dropped == 0  # the first two hours are older than 24 h
@@ -90,10 +90,10 @@ async def test_downsampled_after_24h_and_dropped_after_7_days(store: Store) -> N
     assert all(b.generation_tps == pytest.approx(20.0) for b in buckets[2:])
     assert all(b.running == 3 and b.kv_cache_usage == pytest.approx(0.25) for b in buckets)
     assert raw[0].at == T0 + timedelta(hours=2) and len(raw) == 24 * 60 + 1
-    assert await store.compact_metric_samples(T0 + timedelta(hours=26)) == (0, 0)  # folding twice changes nothing
+    assert await store.samples.compact(T0 + timedelta(hours=26)) == (0, 0)  # folding twice changes nothing
     # Seven days later everything older than a week is gone; the newest samples stay.
-    assert (await store.compact_metric_samples(T0 + timedelta(days=7, hours=2, minutes=30)))[1] == 24 + 30
-    left = await store.metric_samples("kimi", "gpu-a", T0 - timedelta(days=1))
+    assert (await store.samples.compact(T0 + timedelta(days=7, hours=2, minutes=30)))[1] == 24 + 30
+    left = await store.samples.between("kimi", "gpu-a", T0 - timedelta(days=1))
     assert left[0].at == T0 + timedelta(hours=2, minutes=30)
 
 
@@ -105,7 +105,7 @@ async def test_samples_survive_a_restart_of_the_bot(tmp_path: Path) -> None:
     second = Store(url)  # a new process: the next sample still gets its rate from the stored one
     try:
         await sample(second, T0 + timedelta(seconds=10), 1000, 0)
-        points = await second.metric_samples("kimi", "gpu-a", T0)
+        points = await second.samples.between("kimi", "gpu-a", T0)
         assert [p.generation_tps for p in points] == [None, 100.0]
     finally:
         await second.close()
@@ -145,7 +145,8 @@ async def test_throughput_series_match_the_stored_samples(tmp_path: Path, capsys
         expected.append((at, None if i == 0 else float(100 + i), None if i == 0 else 300.0, i % 5, i % 2))
     await sample(store, now - timedelta(minutes=20), 0, 0, service="qwen")  # another service: not in kimi's chart
     await sample(store, now - timedelta(hours=3), 0, 0)  # outside "last 1h"
-    await store.audit("restart.executed", "U1", "C1", "kimi", "gpu-a", "restarted", at=now - timedelta(minutes=10))
+    await store.audit.record("restart.executed", "U1", "C1", "kimi", "gpu-a", "restarted",
+                             at=now - timedelta(minutes=10))
     await store.close()
     toml = tmp_path / "inferbot.toml"
     write_toml(cfg, toml)
@@ -169,10 +170,10 @@ async def test_loads_chart_splits_each_load_by_phase(store: Store, tmp_path: Pat
     start = T0
     seen = {"waiting_for_gpu": 0, "loading_weights": 60, "kv_cache": 1260, "compiling": 1400, "starting_api": 1700}
     for phase, offset in seen.items():
-        await store.record_load_phase("kimi", "gpu-a", "inv-1", phase, start + timedelta(seconds=offset))
-    await store.record_load("kimi", "gpu-a", "inv-1", start, start + timedelta(seconds=1740), "ready", 1740.0)
+        await store.loads.record_phase("kimi", "gpu-a", "inv-1", phase, start + timedelta(seconds=offset))
+    await store.loads.record("kimi", "gpu-a", "inv-1", start, start + timedelta(seconds=1740), "ready", 1740.0)
     later = T0 + timedelta(days=1)
-    await store.record_load("kimi", "gpu-a", "inv-2", later, None, "failed", 300.0)  # no phases seen
+    await store.loads.record("kimi", "gpu-a", "inv-2", later, None, "failed", 300.0)  # no phases seen
     cfg = offline_config(tmp_path)
     pool = NodePool()
     try:
@@ -253,9 +254,9 @@ async def test_watcher_samples_metrics_on_its_one_round_trip(make_cluster: MakeC
     commands: list[str] = []
     real_run = pool.run
 
-    async def counting_run(node, command, limit_s=None, stdin=None):  # type: ignore[no-untyped-def]
+    async def counting_run(node, command, limit_s=None, stdin=None, wait_s=None, read_only=False):  # type: ignore[no-untyped-def]
         commands.append(command)
-        return await real_run(node, command, limit_s=limit_s, stdin=stdin)
+        return await real_run(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
     pool.run = counting_run  # type: ignore[method-assign]
     try:
@@ -263,7 +264,7 @@ async def test_watcher_samples_metrics_on_its_one_round_trip(make_cluster: MakeC
         for _ in range(3):
             await watch_node(ctx, "gpu-b", RecordingNotifier())
             await asyncio.sleep(1.0)
-        points = await store.metric_samples(cfg.services[0].name, "gpu-b", datetime.now(UTC) - timedelta(minutes=5))
+        points = await store.samples.between(cfg.services[0].name, "gpu-b", datetime.now(UTC) - timedelta(minutes=5))
     finally:
         await pool.close()
         await store.close()

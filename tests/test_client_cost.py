@@ -32,7 +32,7 @@ class RecordedPool(NodePool):
         self.commands: list[str] = []
 
     async def run(self, node: Node, command: str, limit_s: float | None = None,
-                  stdin: str | None = None) -> CommandResult:
+                  stdin: str | None = None, wait_s: float | None = None, read_only: bool = False) -> CommandResult:
         self.runs += 1
         self.commands.append(command)
         return CommandResult(exit_status=0, stdout=self.stdout, stderr="", elapsed_s=0.01)
@@ -234,10 +234,10 @@ async def test_a_snapshot_of_many_nodes_collects_the_cycles_its_commands_left() 
             super().__init__(stdout)
             self.left: list[weakref.ref[Cycle]] = []
 
-        async def run(self, node: Node, command: str, limit_s: float | None = None,
-                      stdin: str | None = None) -> CommandResult:
+        async def run(self, node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                      wait_s: float | None = None, read_only: bool = False) -> CommandResult:
             self.left.append(weakref.ref(Cycle()))  # garbage at once, but only a collection frees it
-            return await super().run(node, command, limit_s, stdin)
+            return await super().run(node, command, limit_s, stdin, wait_s, read_only)
 
     out = (SAMPLES / "settings-ready.out").read_text()
     gc.disable()  # only the snapshot's own collection may run

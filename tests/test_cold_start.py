@@ -161,10 +161,10 @@ async def test_ask_opens_the_store_while_the_nodes_are_asked(make_cluster: MakeC
         return store
 
     async def run(self: NodePool, node: Node, command: str, limit_s: float | None = None,
-                  stdin: str | None = None) -> CommandResult:
+                  stdin: str | None = None, wait_s: float | None = None, read_only: bool = False) -> CommandResult:
         events.append("probe sent")
         probe_sent.set()
-        return await real_run(self, node, command, limit_s, stdin)
+        return await real_run(self, node, command, limit_s, stdin, wait_s, read_only)
 
     monkeypatch.setattr(bot.app, "open_store", open_store)
     monkeypatch.setattr(NodePool, "run", run)
@@ -175,7 +175,7 @@ async def test_ask_opens_the_store_while_the_nodes_are_asked(make_cluster: MakeC
     # ...and the answer was recorded, as when the store is opened first.
     store = real_open(cluster.config)
     try:
-        assert len(await store.latest_snapshots("kimi", "gpu-a", limit=5)) == 1
+        assert len(await store.snapshots.latest("kimi", "gpu-a", limit=5)) == 1
     finally:
         await store.close()
 

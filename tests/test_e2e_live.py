@@ -71,7 +71,7 @@ async def test_eta_from_history_of_previous_loads(make_cluster: MakeCluster) -> 
     cluster = await make_cluster({"gpu-a": kimi(shards=400, seconds_per_shard=0.05)})
     store = Store(cluster.config.state.database_url())
     start = datetime.now(UTC) - timedelta(days=1)
-    await store.record_load("kimi", "gpu-a", "earlier", start, start + timedelta(seconds=1800), "ready", 1800.0)
+    await store.loads.record("kimi", "gpu-a", "earlier", start, start + timedelta(seconds=1800), "ready", 1800.0)
     await store.close()
     await wait_journal(cluster, "gpu-a", "Completed |")
     data, text = await ask(cluster, "status")

@@ -63,7 +63,7 @@ async def test_restart_questions_never_offer_a_restart_to_an_allowed_user(make_c
         reply = await answer("restart kimi", rt.context(alice))
         assert confirm_buttons(reply) == ["restart_confirm"]
         assert rt.store is not None
-        events = [e.event for e in await rt.store.recent_audit(service="kimi")]
+        events = [e.event for e in await rt.store.audit.recent(service="kimi")]
         assert events == ["restart.requested"]
         # The request now shows in the restart history.
         reply = await answer("when was the last restart of kimi", rt.context(alice))

@@ -56,7 +56,7 @@ async def test_load_that_fails_posts_one_failure_notice(make_cluster: MakeCluste
         assert any(s.title == "What to try" for s in post.reply.sections)
         for s in post.reply.sections:
             assert "hf_" not in (s.text or "") and "sk-kimi" not in (s.text or "")
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "failed"
 
 
@@ -69,7 +69,7 @@ async def test_load_that_times_out(make_cluster: MakeCluster) -> None:
         await until(lambda: bool(notices(b, "failed", NOTIFY)), 30, "the timeout notice")
         text = notices(b, "failed", NOTIFY)[0]
         assert text.startswith("❌ kimi on gpu-a failed — timed out") and "1s" in text
-        load = await b.rt.store.last_load("kimi", "gpu-a")  # type: ignore[union-attr]
+        load = await b.rt.store.loads.last("kimi", "gpu-a")  # type: ignore[union-attr]
         assert load is not None and load.outcome == "timeout"
 
 
@@ -132,7 +132,7 @@ async def test_restart_by_hand_is_noticed_and_followed(make_cluster: MakeCluster
     async with bot(cluster.config, watch=True) as b:
         # The watcher's first look only sets the baseline.
         deadline = time.monotonic() + 5
-        while await b.rt.store.get_watch("kimi", "gpu-a") is None:  # type: ignore[union-attr]
+        while await b.rt.store.watches.get("kimi", "gpu-a") is None:  # type: ignore[union-attr]
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         assert b.notifier.posts == []

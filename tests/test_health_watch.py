@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from services.mentions import plain
 from services.sim.scenarios import KIMI_UNIT
-from services.store.health_state import get_memo
 from tests.conftest import MakeCluster, SimCluster
 from tests.test_restart import (
     ALICE,
@@ -44,7 +44,7 @@ async def _seen_ready(b: Bot, within: float = 20.0) -> None:
     """Until the watcher has seen kimi ready in this start (its memo is in the store)."""
     deadline = time.monotonic() + within
     while True:
-        memo = await get_memo(b.rt.store, "kimi", "gpu-a")  # type: ignore[arg-type]
+        memo = await b.rt.store.health_memos.get("kimi", "gpu-a")  # type: ignore[arg-type]
         if memo is not None and memo.ready_seen:
             return
         assert time.monotonic() < deadline, "the watcher never saw kimi ready"
@@ -96,7 +96,7 @@ async def test_unhealthy_once_then_recovered_once_across_a_bot_restart(make_clus
         ok = notices(b2, "is healthy again", NOTIFY)
         assert len(ok) == 1 and ok[0].startswith("✅ kimi on gpu-a is healthy again — /health answers 200"), ok
         assert not notices(b2, "is unhealthy", NOTIFY)
-        events = [e.event for e in await b2.rt.store.recent_audit("kimi")]  # type: ignore[union-attr]
+        events = [e.event for e in await b2.rt.store.audit.recent("kimi")]  # type: ignore[union-attr]
         assert "health.unhealthy" in events and "health.recovered" in events
 
 
@@ -173,7 +173,7 @@ async def test_silence_holds_back_unplanned_unhealthy_and_hung(make_cluster: Mak
         assert reply.title.startswith("kimi on gpu-a silenced until ")
         assert "restart of the NCCL driver" in reply.title
         status = await b.ask("status kimi")
-        assert any(s.title == "Silenced" and "silenced until" in (s.text or "") and f"<@{ALICE}>" in (s.text or "")
+        assert any(s.title == "Silenced" and "silenced until" in (s.text or "") and f"<@{ALICE}>" in plain(s.text or "")
                    for s in status.sections)
         assert status.data["silences"][0]["reason"] == "restart of the NCCL driver, planned"
         # hung, unhealthy and a restart by hand: all held back, each one audited with the silence.
@@ -196,12 +196,12 @@ async def test_silence_holds_back_unplanned_unhealthy_and_hung(make_cluster: Mak
         assert "Silenced" not in [s.title for s in (await b.ask("status kimi")).sections]
         await sim.restart_unit(KIMI_UNIT)
         await until(lambda: bool(notices(b, "restarted (not by inferbot)", NOTIFY)), 30, "the ⚠️ notice")
-        events = [e.event for e in await b.rt.store.recent_audit("kimi", limit=100)]  # type: ignore[union-attr]
+        events = [e.event for e in await b.rt.store.audit.recent("kimi", limit=100)]  # type: ignore[union-attr]
         assert "silence.set" in events and "silence.cleared" in events
 
 
 async def _audit_lines(b: Bot) -> list[str]:
-    rows = await b.rt.store.recent_audit("kimi", limit=200)  # type: ignore[union-attr]
+    rows = await b.rt.store.audit.recent("kimi", limit=200)  # type: ignore[union-attr]
     return [f"{e.event}: {e.detail}" for e in rows]
 
 
@@ -219,20 +219,20 @@ async def test_a_restart_by_the_bot_seen_only_afterwards_is_not_news(make_cluste
         store = b.rt.store
         assert store is not None
         deadline = time.monotonic() + 10
-        while (base := await store.get_watch("kimi", "gpu-a")) is None:
+        while (base := await store.watches.get("kimi", "gpu-a")) is None:
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         # Right after a look: the restart and its load fit before the next one.
-        while (now := await store.get_watch("kimi", "gpu-a")) is not None and now.updated_at == base.updated_at:
+        while (now := await store.watches.get("kimi", "gpu-a")) is not None and now.updated_at == base.updated_at:
             assert time.monotonic() < deadline + 10
             await asyncio.sleep(0.05)
         rid = await request(b)
         assert (await b.click("restart_confirm", rid)).executed
         await until(ready_in_both(b), 45, "the ready notices")
-        assert await store.lock_holder("restart:kimi@gpu-a", b.ctx().now()) is None
-        looked = (await store.get_watch("kimi", "gpu-a")).updated_at  # type: ignore[union-attr]
+        assert await store.locks.holder("restart:kimi@gpu-a", b.ctx().now()) is None
+        looked = (await store.watches.get("kimi", "gpu-a")).updated_at  # type: ignore[union-attr]
         deadline = time.monotonic() + 10
-        while (await store.get_watch("kimi", "gpu-a")).updated_at == looked:  # type: ignore[union-attr]
+        while (await store.watches.get("kimi", "gpu-a")).updated_at == looked:  # type: ignore[union-attr]
             assert time.monotonic() < deadline
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)

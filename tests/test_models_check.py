@@ -17,7 +17,7 @@ MODELS = ProbeOptions(journal_lines=0, gpus=False, models=True)
 def test_key_is_on_stdin_not_in_the_command() -> None:
     targets = [ProbeTarget(unit="a.service", models=True), ProbeTarget(unit="b.service")]
     command = remote_command(build_script(targets, MODELS))
-    assert "sk-" not in command and "IFS= read -r AK0" in command and '"$AK0"' in command
+    assert "sk-" not in command and "IFS= read -r api_key_0" in command and '"$api_key_0"' in command
     assert stdin_for(targets, ["sk-secret-1", None]) == "sk-secret-1\n"
     with pytest.raises(ValueError):
         stdin_for(targets, ["evil\nkey", None])

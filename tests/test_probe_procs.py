@@ -1,6 +1,6 @@
 """The probe's reading of a unit's processes, run for real: cgroup.procs files, the /proc fallback, argv bytes.
 
-The shell function is the probe's own (``services.node.probe._HELPERS``); only the cgroup root is pointed at a
+The shell function is the probe's own (``services.node.probe.script.library``); only the cgroup root is pointed at a
 directory laid out like ``/sys/fs/cgroup`` on cgroup v2 or v1/hybrid (systemd's named hierarchy), and the
 processes are real ones with awkward argv (spaces, an empty word, a newline, JSON).
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from services.node.probe import _HELPERS, UnitRaw, parse_output
+from services.node.probe import UnitRaw, parse_output
+from services.node.probe.script import library
 
 CHILD_CODE = "import time; time.sleep(60)"
 SERVER_ARGV = [sys.executable, "-c", CHILD_CODE, "serve", "/models/q", "a b", "", "line1\nline2",
@@ -49,7 +50,8 @@ def tree() -> Iterator[tuple[int, int, int]]:
 
 
 def run_procs(main_pid: int, cgroup: str, cgroot: Path) -> UnitRaw:
-    script = f"{_HELPERS}\nPN=64; CB=16384; CGR={cgroot}\necho \"$M unit x.service\"\nprocs {main_pid} '{cgroup}'\n"
+    script = (f"{library()}\nCGROUP_ROOT={cgroot}\necho \"$MARKER unit x.service\"\n"
+              f"unit_processes {main_pid} '{cgroup}'\n")
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=20).stdout
     node = parse_output(out)
     assert len(node.units) == 1
@@ -112,9 +114,9 @@ def test_descendants_from_children_files_and_from_every_stat_agree(tree: tuple[i
     does not) give the same rows in the same order."""
     parent, a, b = tree
     assert Path(f"/proc/{parent}/task/{parent}/children").exists()
-    script = (f"{_HELPERS}\nPN=64; CB=16384\n"
-              f"awk -v mode=s -v root={parent} -v max=$PN \"$pawk\" /proc/[0-9]*\necho ---\n"
-              f"echo \"$M unit x.service\"; procs {parent} ''\n")
+    script = (f"{library()}\n"
+              f"awk -v mode=scan -v root={parent} -v max=$MAX_PROCS \"$PROCESSES_AWK\" /proc/[0-9]*\necho ---\n"
+              f"echo \"$MARKER unit x.service\"; unit_processes {parent} ''\n")
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=20).stdout
     scanned, _, walked = out.partition("---\n")
     unit = parse_output(walked).units[0]

@@ -1,7 +1,7 @@
 """The probe's wire format: markers nothing on the node can forge, HTTP bodies cut by curl's byte counts.
 
-The shell functions are the probe's own (``services.node.probe._HELPERS``), run for real with ``sh`` against
-a small HTTP server on loopback; the parser is ``parse_output``.
+The shell functions are the probe's own (``services.node.probe.script.library``: the packaged shell and awk),
+run for real with ``sh`` against a small HTTP server on loopback; the parser is ``parse_output``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.node.probe import _HELPERS, MARK, NodeRaw, parse_output
+from services.node.probe import MARK, NodeRaw, parse_output
+from services.node.probe.script import library
 
 NONCE = "0f3c-test"
 M = f"{MARK}{NONCE}"
@@ -117,15 +118,16 @@ def server() -> Iterator[tuple[str, type[_Handler]]]:
 
 
 def run(url: str, calls: str, mf: int = 0) -> NodeRaw:
-    script = (f"{_HELPERS}\nHT=1; MF={mf}; MFR='^(vllm:(num_requests_running)[{{ ]|[0-9][0-9][0-9]$)'; export MFR\n"
-              f"ak=''; url={url}\necho \"$M unit x.service\"; sec \"url $url\"\n{calls}\n")
+    script = (f"{library()}\nHTTP_TIMEOUT=1; FILTER_METRICS={mf}\n"
+              "export METRICS_FILTER='^(vllm:(num_requests_running)[{ ]|[0-9][0-9][0-9]$)'\n"
+              f"api_key=''; key_flag=0; url={url}\necho \"$MARKER unit x.service\"; section \"url $url\"\n{calls}\n")
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
     return parse_output(out)
 
 
 def test_one_curl_for_health_version_models(server: tuple[str, type[_Handler]]) -> None:
     url, _ = server
-    u = run(url, "hc version models").units[0]
+    u = run(url, "health_then version models").units[0]
     assert u.health is not None and (u.health.status, u.health.curl_exit) == (200, 0)
     assert u.version is not None and u.version.body == '{"version": "0.20.1"}'
     assert u.models is not None and u.models.status == 200 and u.models.url == f"{url}/v1/models"
@@ -134,7 +136,7 @@ def test_one_curl_for_health_version_models(server: tuple[str, type[_Handler]]) 
 def test_what_fail_early_skipped_is_asked_again(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     handler.hang = {"/version"}
-    u = run(url, "hc version models").units[0]
+    u = run(url, "health_then version models").units[0]
     assert u.version is not None and (u.version.status, u.version.curl_exit) == (None, 28)
     assert u.models is not None and u.models.status == 200  # asked on its own, as before
 
@@ -144,21 +146,19 @@ def test_the_rest_counts_only_after_health_2xx_or_5xx(server: tuple[str, type[_H
                                                       asked: bool) -> None:
     url, handler = server
     handler.health = health
-    u = run(url, "hc version models").units[0]
+    u = run(url, "health_then version models").units[0]
     assert u.health is not None and u.health.status == health
     assert (u.version is not None) is asked and (u.models is not None) is asked
-    t = run(url, '{ curl -s --fail-early -o /dev/null -w "%{http_code} %{exitcode}\\n" "$url/health" --next -s '
-                 '-w "\\n%{http_code} %{exitcode}\\n" "$url/metrics"; echo "$?"; } | '
-                 'T=1.5 awk -v hf=1 -v mf=1 "$hmawk"', mf=1).units[0]
+    t = run(url, "scrape_metrics 1", mf=1).units[0]  # the watcher's poll: /health and /metrics in one curl
     assert t.health is not None and t.health.status == health
     assert bool(t.metrics) is asked
     if asked:
-        assert t.metrics[0].at == 1.5 and t.metrics[0].probe.status == 200
+        assert abs(t.metrics[0].at - time.time()) < 60 and t.metrics[0].probe.status == 200
         assert t.metrics[0].probe.body == 'vllm:num_requests_running{m="a"} 3\n123'  # only what charts sample
 
 
 def test_no_server(server: tuple[str, type[_Handler]]) -> None:
-    u = run("http://127.0.0.1:9", "hc version models").units[0]
+    u = run("http://127.0.0.1:9", "health_then version models").units[0]
     assert u.health is not None and u.health.status is None and u.health.curl_exit == 7
     assert u.version is None and u.models is None
 

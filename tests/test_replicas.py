@@ -18,7 +18,6 @@ from sqlalchemy.engine import make_url
 
 from bot.check import check_state
 from config.models import BotConfig, StateSettings
-from services.store import shared_state
 from services.store.db_url import DatabaseUrlError, database_url, describe
 from services.store.leader import PgLeader, SoleLeader, current_leader
 from services.store.migrate import SchemaTooNew, head_version, run_alembic
@@ -92,8 +91,8 @@ def test_cli_refuses_a_password_in_the_config(tmp_path: Path) -> None:
 async def test_schema_is_versioned_and_matches_the_code(url: str) -> None:
     store = Store(url)
     assert await store.schema_status() == (None, head_version())
-    assert await store.prepare() == head_version() == "0003"
-    assert await store.schema_status() == ("0003", "0003")
+    assert await store.prepare() == head_version() == "0004"
+    assert await store.schema_status() == ("0004", "0004")
     await store.close()
     # the migrations create exactly what the code's tables describe (alembic check: nothing to generate)
     engine = create_engine(Store(url).jobstore_url())
@@ -112,9 +111,9 @@ async def test_an_older_bot_refuses_a_newer_schema(url: str) -> None:
     engine.dispose()
     old = Store(url)
     with pytest.raises(SchemaTooNew) as e:
-        await old.audit("startup", None, None, None, None, "")
+        await old.audit.record("startup", None, None, None, None, "")
     msg = str(e.value)
-    assert "schema version 0099, newer than this inferbot knows (0003)" in msg and "\n" not in msg
+    assert "schema version 0099, newer than this inferbot knows (0004)" in msg and "\n" not in msg
     assert PASSWORD not in msg
     await old.close()
 
@@ -128,9 +127,9 @@ async def test_a_database_from_before_versions_is_adopted(tmp_path: Path) -> Non
                           "'startup', 'kept')"))
     engine.dispose()
     store = Store(url)
-    assert await store.prepare() == "0003"
-    assert [e.detail for e in await store.recent_audit()] == ["kept"]
-    assert await shared_state.claim_event(store, "Ev1", NOW)  # the new tables are there
+    assert await store.prepare() == "0004"
+    assert [e.detail for e in await store.audit.recent()] == ["kept"]
+    assert await store.shared.claim_event("Ev1", NOW)  # the new tables are there
     await store.close()
 
 
@@ -145,7 +144,7 @@ async def test_check_shows_the_store(url: str, tmp_path: Path, monkeypatch: pyte
     store = Store(url)
     await store.prepare()
     after = await check_state(cfg)
-    assert after["ok"] and after["schema"] == "0003" and "up to date" in str(after["line"])
+    assert after["ok"] and after["schema"] == "0004" and "up to date" in str(after["line"])
     assert PASSWORD not in str(after)
     if store.is_postgres:
         assert "PostgreSQL inferbot@127.0.0.1" in str(after["line"]) and "no leader" in str(after["line"])
@@ -170,27 +169,27 @@ async def test_check_shows_the_store(url: str, tmp_path: Path, monkeypatch: pyte
 
 async def test_event_dedupe_rate_limit_and_pacing_across_replicas(two: tuple[Store, Store]) -> None:
     a, b = two
-    claims = await asyncio.gather(*(s.__class__ and shared_state.claim_event(s, "Ev42", NOW) for s in (a, b) * 4))
+    claims = await asyncio.gather(*(s.__class__ and s.shared.claim_event("Ev42", NOW) for s in (a, b) * 4))
     assert sum(claims) == 1
 
-    verdicts = await asyncio.gather(*(shared_state.rate_check(s, "U1", 3, now=1000.0) for s in (a, b, a, b, a)))
+    verdicts = await asyncio.gather(*(s.shared.rate_check("U1", 3, now=1000.0) for s in (a, b, a, b, a)))
     assert sum(v.allowed for v in verdicts) == 3  # the limit counts both replicas' answers
     refused = [v for v in verdicts if not v.allowed]
     assert sum(v.notify for v in refused) == 1 and all(v.retry_in == 60 for v in refused)
-    assert (await shared_state.rate_check(b, "U1", 3, now=1061.0)).allowed
-    assert (await shared_state.rate_check(a, "U2", 3, now=1000.5)).allowed  # another person
+    assert (await b.shared.rate_check("U1", 3, now=1061.0)).allowed
+    assert (await a.shared.rate_check("U2", 3, now=1000.5)).allowed  # another person
 
     k = "kimi@gpu-a"
-    assert await shared_state.claim_progress_edit(a, k, "weights", 15, NOW)
-    assert not await shared_state.claim_progress_edit(b, k, "weights", 15, NOW)  # paced for both replicas
-    assert await shared_state.claim_progress_edit(b, k, "graphs", 15, NOW)  # a new phase: at once
-    edits = await asyncio.gather(*(shared_state.claim_progress_edit(s, k, "graphs", 15, NOW.replace(minute=1))
+    assert await a.shared.claim_progress_edit(k, "weights", 15, NOW)
+    assert not await b.shared.claim_progress_edit(k, "weights", 15, NOW)  # paced for both replicas
+    assert await b.shared.claim_progress_edit(k, "graphs", 15, NOW)  # a new phase: at once
+    edits = await asyncio.gather(*(s.shared.claim_progress_edit(k, "graphs", 15, NOW.replace(minute=1))
                                    for s in (a, b) * 3))
     assert sum(edits) == 1
-    await shared_state.release_progress_edit(a, k)
-    assert await shared_state.claim_progress_edit(b, k, "graphs", 15, NOW.replace(minute=1))
-    await shared_state.forget_progress(a, k)
-    assert await shared_state.claim_progress_edit(a, k, "graphs", 15, NOW.replace(minute=1))
+    await a.shared.release_progress_edit(k)
+    assert await b.shared.claim_progress_edit(k, "graphs", 15, NOW.replace(minute=1))
+    await a.shared.forget_progress(k)
+    assert await a.shared.claim_progress_edit(k, "graphs", 15, NOW.replace(minute=1))
 
 
 # -- leadership --------------------------------------------------------------------------------------------
@@ -357,7 +356,7 @@ async def test_store_connects_with_the_password_from_the_environment(pg_server: 
     cfg = BotConfig(state=StateSettings(url=pg_server.config_url(pg_db)))
     monkeypatch.setenv("INFERBOT_DB_PASSWORD", PASSWORD)
     store = open_store(cfg)
-    assert await store.prepare() == "0003" and store.is_postgres
+    assert await store.prepare() == "0004" and store.is_postgres
     assert PASSWORD not in store.url and f"{USER}@" in store.describe()
     await store.close()
     monkeypatch.setenv("INFERBOT_DB_PASSWORD", "wrong-password")
@@ -398,10 +397,10 @@ async def test_the_leader_picks_up_follows_others_started_and_fences_its_schedul
         await asyncio.sleep(0.6)
         assert not other.elected
         # another replica recorded a follow (a restart confirmed there, where nothing is scheduled)...
-        await standby_store.upsert_follow("gone@gpu-z", "gone", "gpu-z", "u.service", None, NOW, "unplanned")
+        await standby_store.follows.upsert("gone@gpu-z", "gone", "gpu-z", "u.service", None, NOW, "unplanned")
 
         async def finished() -> bool:
-            f = await standby_store.get_follow("gone@gpu-z")
+            f = await standby_store.follows.get("gone@gpu-z")
             return f is not None and f.outcome == "gone"
 
         # ...and the leader's reconcile picks it up and runs it (the service is not in the config: "gone")
@@ -446,9 +445,13 @@ async def test_a_restart_whose_runner_died_before_auditing_it_is_audited_once(ma
         store = b.rt.store
         assert store is not None
         # what a replica killed between running the command and auditing it leaves behind
-        await store.run_write(lambda c: c.execute(delete(audit_log).where(audit_log.c.event == "restart.executed")))
+        def forget_executed() -> None:
+            with store.db.write() as c:
+                c.execute(delete(audit_log).where(audit_log.c.event == "restart.executed"))
+
+        await store.db.run(forget_executed)
         await test_restart_until(ready_in_both(b), 60, "ready")
         await asyncio.sleep(0.5)
-        executed = [e for e in await store.recent_audit(limit=50) if e.event == "restart.executed"]
+        executed = [e for e in await store.audit.recent(limit=50) if e.event == "restart.executed"]
     assert len(executed) == 1 and executed[0].request_id == rid and "stopped before writing it down" in \
         executed[0].detail

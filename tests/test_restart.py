@@ -19,6 +19,7 @@ import pytest
 
 from bot.app import Runtime, runtime
 from bot.dispatch import answer
+from bot.render_text import render_text
 from bot.scheduler import BotScheduler
 from config.models import BotConfig, Node
 from handlers.context import Asker
@@ -27,11 +28,13 @@ from handlers.notify import RecordingNotifier
 from handlers.reply import Reply
 from handlers.restart import ActionOutcome, on_action
 from services.access import StaticGroups
+from services.mentions import plain
 from services.models import CommandResult
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, NodeScenario, fast_profile, kimi_node, kimi_unit
 from tests.conftest import MakeCluster, SimCluster
 from tests.sshd import free_port
+from tests.test_burst import holding_channels, slow_tool
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -111,10 +114,10 @@ async def bot(config: BotConfig, *, watch: bool = False,
         b = Bot(rt=rt, notifier=rec, scheduler=BotScheduler(rt, rec))
         real_run = rt.pool.run
 
-        async def recording_run(node: Node, command: str, limit_s: float | None = None,
-                                stdin: str | None = None) -> CommandResult:
+        async def recording_run(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                                wait_s: float | None = None, read_only: bool = False) -> CommandResult:
             b.commands.append(command)
-            return await real_run(node, command, limit_s=limit_s, stdin=stdin)
+            return await real_run(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
         rt.pool.run = recording_run  # type: ignore[method-assign]
         await b.scheduler.start(watch=watch)
@@ -167,7 +170,7 @@ async def test_request_confirm_restart_ready_exactly_once(make_cluster: MakeClus
         rid = str(reply.data["request_id"])
         out = await b.click("restart_confirm", rid, user=BOB)
         assert out.executed and out.message is not None
-        assert out.message.data["notice"].startswith(f"Restart confirmed by <@{BOB}> at ")
+        assert plain(out.message.data["notice"]).startswith(f"Restart confirmed by <@{BOB}> at ")
         assert "restarting" in out.message.data["notice"]
         await until(ready_in_both(b), 45, "the ready notices")
         assert sim.state(KIMI_UNIT).main_pid != old_pid
@@ -180,10 +183,10 @@ async def test_request_confirm_restart_ready_exactly_once(make_cluster: MakeClus
         # One progress message, in the thread, edited (not re-posted).
         progress = [p for p in b.notifier.posts if p.reply.data.get("kind") == "progress"]
         assert len(progress) == 1 and progress[0].thread_ts == THREAD
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "done" and req.confirmed_by == BOB
-        assert await b.rt.store.lock_holder("restart:kimi@gpu-a", b.ctx().now()) is None  # type: ignore[union-attr]
-        events = [e.event for e in await b.rt.store.recent_audit("kimi")]  # type: ignore[union-attr]
+        assert await b.rt.store.locks.holder("restart:kimi@gpu-a", b.ctx().now()) is None  # type: ignore[union-attr]
+        events = [e.event for e in await b.rt.store.audit.recent("kimi")]  # type: ignore[union-attr]
         for ev in ("restart.requested", "restart.confirmed", "restart.executed", "load.ready"):
             assert ev in events
         assert "follow:kimi@gpu-a" not in b.scheduler.job_ids()
@@ -201,7 +204,7 @@ async def test_refused_user_channel_and_default_policy(make_cluster: MakeCluster
         assert not r.ok and "not allowed" in str(r.error) and OTHER in str(r.error)
         r = await b.ask("restart kimi", user=CAROL)  # in the SRE user group
         assert r.ok and r.actions
-        refused = [e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.refused"]  # type: ignore[union-attr]
+        refused = [e for e in await b.rt.store.audit.recent("kimi") if e.event == "restart.refused"]  # type: ignore[union-attr]
         assert {e.who for e in refused} == {EVE, ALICE}
     default = cluster.config.model_copy(update={"access": cluster.config.access.model_copy(
         update={"restart_users": [], "restart_usergroups": []})})
@@ -220,7 +223,7 @@ async def test_click_by_someone_not_allowed_changes_nothing(make_cluster: MakeCl
         assert out.message is None and out.ephemeral is not None and out.ephemeral.startswith("not allowed")
         out = await b.click("restart_cancel", rid, user=EVE)
         assert out.message is None and "not allowed" in str(out.ephemeral)
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "pending"
         assert b.restarts_run() == []
 
@@ -248,10 +251,10 @@ async def test_two_people_click_at_once_and_two_replicas_one_restart(make_cluste
             ran: list[str] = []
             real = other.pool.run
 
-            async def rec(node: Node, command: str, limit_s: float | None = None,
-                          stdin: str | None = None) -> CommandResult:
+            async def rec(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+                          wait_s: float | None = None, read_only: bool = False) -> CommandResult:
                 ran.append(command)
-                return await real(node, command, limit_s=limit_s, stdin=stdin)
+                return await real(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
             other.pool.run = rec  # type: ignore[method-assign]
             rid = await request(a)
@@ -277,9 +280,9 @@ async def test_expired_cancelled_and_replayed_clicks(make_cluster: MakeCluster) 
     async with bot(cluster.config) as b:
         # Expiry by the scheduled job rewrites the posted message.
         rid = await request(b)
-        await b.rt.store.set_request_message(rid, OPS, "1700000000.000900")  # type: ignore[union-attr]
+        await b.rt.store.requests.set_message(rid, OPS, "1700000000.000900")  # type: ignore[union-attr]
         await until(lambda: any("Expired" in t for t in b.notifier.texts(OPS)), 20, "the expiry rewrite")
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "expired"
         out = await b.click("restart_confirm", rid)
         assert not out.executed and "expired" in str(out.ephemeral)
@@ -292,34 +295,34 @@ async def test_expired_cancelled_and_replayed_clicks(make_cluster: MakeCluster) 
         # Cancel, then confirm the cancelled request.
         rid3 = await request(b)
         out = await b.click("restart_cancel", rid3, user=BOB)
-        assert out.message is not None and out.message.data["notice"] == f"Cancelled by <@{BOB}>"
+        assert out.message is not None and plain(out.message.data["notice"]) == f"Cancelled by <@{BOB}>"
         out = await b.click("restart_confirm", rid3, user=ALICE)
         assert not out.executed and "cancelled" in str(out.ephemeral)
         assert b.restarts_run() == []
-        events = [e.event for e in await b.rt.store.recent_audit("kimi")]  # type: ignore[union-attr]
+        events = [e.event for e in await b.rt.store.audit.recent("kimi")]  # type: ignore[union-attr]
         assert "restart.expired" in events and "restart.cancelled" in events
 
 
 async def test_cooldown_and_force(make_cluster: MakeCluster) -> None:
     cluster = await kimi_cluster(make_cluster)
     async with bot(cluster.config) as b:
-        await b.rt.store.record_restart("kimi", "gpu-a", b.ctx().now(), ALICE, False)  # type: ignore[union-attr]
+        await b.rt.store.restarts.record("kimi", "gpu-a", b.ctx().now(), ALICE, False)  # type: ignore[union-attr]
         r = await b.ask("restart kimi")
         assert not r.ok and "refused: cooldown" in str(r.error) and "force" in str(r.error)
         rid = await request(b, "restart kimi force")
         out = await b.click("restart_confirm", rid)
         assert out.executed
         await until(ready_in_both(b), 45, "ready")
-        last = await b.rt.store.last_restart_record("kimi", "gpu-a")  # type: ignore[union-attr]
+        last = await b.rt.store.restarts.last("kimi", "gpu-a")  # type: ignore[union-attr]
         assert last is not None and last.forced and last.by == BOB
-        executed = [e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.executed"]  # type: ignore[union-attr]
+        executed = [e for e in await b.rt.store.audit.recent("kimi") if e.event == "restart.executed"]  # type: ignore[union-attr]
         assert len(executed) == 1 and "forced" in executed[0].detail
 
 
 async def test_in_flight_lock_refuses_a_second_request(make_cluster: MakeCluster) -> None:
     cluster = await kimi_cluster(make_cluster, ready=False)
     async with bot(cluster.config) as b:
-        await b.rt.store.acquire_lock("restart:kimi@gpu-a", "r-other", 60, b.ctx().now())  # type: ignore[union-attr]
+        await b.rt.store.locks.acquire("restart:kimi@gpu-a", "r-other", 60, b.ctx().now())  # type: ignore[union-attr]
         r = await b.ask("restart kimi")
         assert not r.ok and "in flight" in str(r.error) and str(r.error).startswith("refused")
 
@@ -347,9 +350,9 @@ async def test_start_limit_hit_reported_with_fix_and_not_retried(make_cluster: M
         assert "start-limit-hit" in text and "failed" in text
         assert any("reset-failed" in (s.text or "") for s in out.message.sections)
         assert b.restarts_run() == [RESTART_CMD]
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "failed"
-        assert await b.rt.store.lock_holder("restart:kimi@gpu-a", b.ctx().now()) is None  # type: ignore[union-attr]
+        assert await b.rt.store.locks.holder("restart:kimi@gpu-a", b.ctx().now()) is None  # type: ignore[union-attr]
 
 
 async def test_terminal_restart_typed_name_and_wait(make_cluster: MakeCluster, tmp_path: Path) -> None:
@@ -393,7 +396,7 @@ async def test_audit_is_mirrored_and_listed(tmp_path: Path) -> None:
     await record(ctx, "restart.refused", "kimi", "gpu-a", "not allowed: nobody may restart services yet")
     await record(ctx, "restart.requested", "qwen", "gpu-b", "asked to restart")
     mirrored = rec.texts("C0AUDIT")
-    assert len(mirrored) == 2 and f"<@{ALICE}>" in mirrored[0] and "restart.refused" in mirrored[0]
+    assert len(mirrored) == 2 and f"<@{ALICE}>" in plain(mirrored[0]) and "restart.refused" in mirrored[0]
     reply = await audit_handle(ctx, Request(intent="audit", services=[], nodes=[]))
     table = reply.sections[0]
     assert table.headers == ["when (UTC)", "who", "where", "what", "service", "detail"]
@@ -425,12 +428,12 @@ async def test_terminal_restart_without_wait_does_not_block_the_next_one(make_cl
     async with runtime(cluster.config) as rt:
         store = rt.store
         assert store is not None
-        audit = await store.recent_audit("kimi", limit=50)
+        audit = await store.audit.recent("kimi", limit=50)
         executed = [e for e in audit if e.event == "restart.executed"]
         assert len(executed) == 2
         assert all(e.who == f"terminal:{getpass.getuser()}" for e in executed), [e.who for e in executed]
         assert any(e.event == "restart.lock_released" for e in audit)
-        assert await store.get_lock("restart:kimi@gpu-a", rt.context().now()) is None
+        assert await store.locks.get("restart:kimi@gpu-a", rt.context().now()) is None
     # The terminal could not post the notify-channel notice: a bot started later posts it, once.
     async with bot(cluster.config) as b:
         await until(lambda: bool(notices(b, "is ready", NOTIFY)), 20, "the ready notice from the bot")
@@ -470,7 +473,7 @@ async def test_stale_lock_is_shown_and_cleared_by_hand(make_cluster: MakeCluster
     cluster = await kimi_cluster(make_cluster, access_={"cooldown": "0s"})
     async with runtime(cluster.config) as rt:
         assert rt.store is not None
-        await rt.store.acquire_lock("restart:kimi@gpu-a", "r-gone", 3600, rt.context().now())
+        await rt.store.locks.acquire("restart:kimi@gpu-a", "r-gone", 3600, rt.context().now())
     out = io.StringIO()
     assert await run_restart(cluster.config, "kimi", force=True, wait=False, confirm="kimi", out=out) == 1
     said = out.getvalue()
@@ -484,7 +487,7 @@ async def test_stale_lock_is_shown_and_cleared_by_hand(make_cluster: MakeCluster
     assert "nothing to clear" in out.getvalue()
     async with runtime(cluster.config) as rt:
         assert rt.store is not None
-        cleared = [e for e in await rt.store.recent_audit("kimi") if e.event == "restart.lock_cleared"]
+        cleared = [e for e in await rt.store.audit.recent("kimi") if e.event == "restart.lock_cleared"]
         assert len(cleared) == 1 and cleared[0].who.startswith("terminal:") and cleared[0].request_id == "r-gone"
 
 
@@ -496,15 +499,15 @@ async def test_unlock_handler_needs_restart_rights_and_clears(make_cluster: Make
     async with bot(cluster.config) as b:
         store = b.rt.store
         assert store is not None
-        await store.acquire_lock("restart:kimi@gpu-a", "r-gone", 3600, b.ctx().now())
+        await store.locks.acquire("restart:kimi@gpu-a", "r-gone", 3600, b.ctx().now())
         req = Request(intent="unlock", services=list(cluster.config.services), nodes=[], explicit_target=True)
         refused = await handle_unlock(b.ctx(EVE), req)
         assert not refused.ok and "not allowed" in str(refused.error)
-        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is not None
+        assert await store.locks.get("restart:kimi@gpu-a", b.ctx().now()) is not None
         done = await handle_unlock(b.ctx(ALICE), req)
         assert done.ok and done.data["cleared"] is True and done.data["request_id"] == "r-gone"
-        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is None
-        events = [(e.event, e.who) for e in await store.recent_audit("kimi")]
+        assert await store.locks.get("restart:kimi@gpu-a", b.ctx().now()) is None
+        events = [(e.event, e.who) for e in await store.audit.recent("kimi")]
         assert ("restart.lock_cleared", ALICE) in events and ("restart.unlock_refused", EVE) in events
 
 
@@ -514,13 +517,13 @@ async def test_unlock_in_slack_words_clears_a_stale_lock(make_cluster: MakeClust
     async with bot(cluster.config) as b:
         store = b.rt.store
         assert store is not None
-        await store.acquire_lock("restart:kimi@gpu-a", "r-stale", 3600, b.ctx().now())
+        await store.locks.acquire("restart:kimi@gpu-a", "r-stale", 3600, b.ctx().now())
         refused = await b.ask("unlock kimi", user=EVE)
         assert refused.intent == "unlock" and not refused.ok and not refused.actions
-        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is not None
+        assert await store.locks.get("restart:kimi@gpu-a", b.ctx().now()) is not None
         done = await b.ask("clear the restart lock on kimi")
         assert done.intent == "unlock" and done.ok and done.data["request_id"] == "r-stale"
-        assert await store.get_lock("restart:kimi@gpu-a", b.ctx().now()) is None
+        assert await store.locks.get("restart:kimi@gpu-a", b.ctx().now()) is None
         assert b.restarts_run() == []  # clearing a lock restarts nothing
 
 
@@ -532,9 +535,32 @@ async def test_lock_of_a_finished_request_is_released_at_the_next_request(make_c
         now = b.ctx().now()
         from datetime import timedelta
 
-        await store.create_request("r-old", "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, None, now,
-                                   now + timedelta(minutes=2), False)
-        await store.transition_request("r-old", {"pending"}, "cancelled", ALICE, now)
-        await store.acquire_lock("restart:kimi@gpu-a", "r-old", 3600, now)
+        await store.requests.create("r-old", "kimi", "gpu-a", KIMI_UNIT, ALICE, OPS, None, now,
+                                    now + timedelta(minutes=2), False, kind="restart")
+        await store.requests.transition("r-old", {"pending"}, "cancelled", ALICE, now)
+        await store.locks.acquire("restart:kimi@gpu-a", "r-old", 3600, now)
         reply = await b.ask("restart kimi")
         assert reply.ok, reply.error
+
+
+async def test_a_restart_during_a_burst_waits_for_a_channel_and_is_not_refused(make_cluster: MakeCluster) -> None:
+    """Every channel of the node is taken by slow questions for longer than its timeout: a question asked then
+    says the bot is busy (not that the node is unreachable); a restart waits for a channel and runs."""
+    cluster = await kimi_cluster(make_cluster)
+    node = cluster.config.nodes[0].model_copy(update={"timeout": 2.0})
+    config = cluster.config.model_copy(update={"nodes": [node]})
+    slow_tool(cluster.sims["gpu-a"], "nvidia-smi", 0.8)  # the restart's first look at the node takes ~1 s
+    old_pid = cluster.sims["gpu-a"].state(KIMI_UNIT).main_pid
+    async with bot(config) as b:
+        b.rt.pool.wait_s = 0.5  # a question gives up waiting inside the bot after its own limit (2 s)
+        async with holding_channels(b.rt.pool, node, 5.0):
+            rid = await request(b)  # waits for a channel: not refused
+        async with holding_channels(b.rt.pool, node, 5.0):
+            status = render_text(await b.ask("status kimi"))
+            assert "inferbot is busy" in status and "unreachable" not in status, status
+            out = await b.click("restart_confirm", rid, user=BOB)
+        assert out.executed and out.message is not None, out
+        assert "restarting" in out.message.data["notice"]
+        assert b.restarts_run() == [RESTART_CMD]
+        await until(ready_in_both(b), 45, "the ready notices")
+    assert cluster.sims["gpu-a"].state(KIMI_UNIT).main_pid != old_pid

@@ -73,7 +73,7 @@ async def test_edited_unit_shows_the_difference_and_the_restart_reloads_first(ma
         again = await b.ask("restart kimi")
         assert _fields(again)["this restart applies"] == "no setting changes"
         assert "unit on disk" not in _fields(again)
-        audit = await b.rt.store.recent_audit("kimi")  # type: ignore[union-attr]
+        audit = await b.rt.store.audit.recent("kimi")  # type: ignore[union-attr]
         executed = next(e for e in audit if e.event == "restart.executed")
         assert executed.detail.startswith(f"`{RELOAD_CMD}` first")
 

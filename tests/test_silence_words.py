@@ -138,5 +138,5 @@ async def test_silence_from_the_terminal_is_audited_as_the_os_user(tmp_path: obj
         assert r.ok and "silence ended" in r.title
         r = await answer("unsilence qwen", ctx)
         assert r.ok and "was not silenced" in r.title
-        events = [(e.event, e.who) for e in await rt.store.recent_audit("qwen")]  # type: ignore[union-attr]
+        events = [(e.event, e.who) for e in await rt.store.audit.recent("qwen")]  # type: ignore[union-attr]
         assert ("silence.set", "terminal:alice") in events and ("silence.cleared", "terminal:alice") in events

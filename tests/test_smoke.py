@@ -65,9 +65,9 @@ async def test_ready_notice_waits_for_the_completion_and_says_first_token(
         assert len(sent) == 1
         assert '"max_tokens": 1' in sent[0] and '"temperature": 0' in sent[0] and '"model": "kimi-k2.5"' in sent[0]
         assert all(KIMI_API_KEY not in c for c in b.commands)  # over stdin only
-        load = await b.rt.store.last_load("kimi", "gpu-a")  # type: ignore[union-attr]
+        load = await b.rt.store.loads.last("kimi", "gpu-a")  # type: ignore[union-attr]
         assert load is not None
-        smoke = await b.rt.store.get_smoke("kimi", "gpu-a", load.invocation_id)  # type: ignore[union-attr]
+        smoke = await b.rt.store.smoke_checks.get("kimi", "gpu-a", load.invocation_id)  # type: ignore[union-attr]
         assert smoke is not None and smoke.outcome == "ok" and smoke.ttft_s is not None
 
 
@@ -84,9 +84,9 @@ async def test_failing_completion_is_a_failure_with_vllms_error(
             assert texts == ["❌ kimi on gpu-a failed — the smoke completion failed: HTTP 500 — "
                              "InternalServerError: CUDA error: an illegal memory access was encountered"], texts
         assert not any(final(b, "is ready"))
-        req = await b.rt.store.get_request(rid)  # type: ignore[union-attr]
+        req = await b.rt.store.requests.get(rid)  # type: ignore[union-attr]
         assert req is not None and req.state == "failed"
-        load = await b.rt.store.last_load("kimi", "gpu-a")  # type: ignore[union-attr]
+        load = await b.rt.store.loads.last("kimi", "gpu-a")  # type: ignore[union-attr]
         assert load is not None and load.outcome == "failed"
 
 
@@ -137,9 +137,9 @@ async def test_bot_restart_between_completion_and_notice_posts_it_once(
         assert (await first.click("restart_confirm", rid)).executed
         await until(lambda: down.failures >= 2, 45, "a failed ready post")
         first_sent = completions_sent(first.commands)
-        load = await first.rt.store.last_load("kimi", "gpu-a")  # type: ignore[union-attr]
+        load = await first.rt.store.loads.last("kimi", "gpu-a")  # type: ignore[union-attr]
         assert load is not None and load.outcome == "ready"
-        smoke = await first.rt.store.get_smoke("kimi", "gpu-a", load.invocation_id)  # type: ignore[union-attr]
+        smoke = await first.rt.store.smoke_checks.get("kimi", "gpu-a", load.invocation_id)  # type: ignore[union-attr]
         assert smoke is not None and smoke.ttft_s is not None
         down_ttft = f"first token in {smoke.ttft_s:.2f} s"
     down.left = 0  # Slack is back

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from handlers.health_watch import _may_judge
 from services.models import ServiceState
-from services.store.health_state import HealthMemo, get_memo, set_memo
+from services.store.records import HealthMemo
 from services.store.schema import metric_samples, watches
 from services.store.store import Store
 from tests.pg import PgServer
@@ -24,17 +24,23 @@ T0 = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
 
 class CountingStore(Store):
-    """A store that counts its trips to the database thread."""
+    """A store that counts its trips to the database thread (``Database.run``, the one way there)."""
 
     trips = 0
 
-    async def _run(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-        self.trips += 1
-        return await super()._run(fn, *args, **kwargs)
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        real = self.db.run
+
+        async def counting(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.trips += 1
+            return await real(fn, *args, **kwargs)
+
+        self.db.run = counting  # type: ignore[method-assign]
 
 
 def _rows(store: Store, table: object) -> int:
-    with store._engine.connect() as conn:
+    with store.db.engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())  # type: ignore[arg-type]
 
 
@@ -52,11 +58,11 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore
 
 
 async def test_the_baseline_is_read_once_and_written_with_the_next_flush(store: CountingStore) -> None:
-    assert await store.get_watch("kimi", "gpu-a") is None
+    assert await store.watches.get("kimi", "gpu-a") is None
     trips = store.trips
     for _ in range(3):  # the same state look after look: batched
-        await store.set_watch("kimi", "gpu-a", 100, T0, 0, "active")
-        assert (await store.get_watch("kimi", "gpu-a")).main_pid == 100  # type: ignore[union-attr]
+        await store.watches.put("kimi", "gpu-a", 100, T0, 0, "active")
+        assert (await store.watches.get("kimi", "gpu-a")).main_pid == 100  # type: ignore[union-attr]
     assert store.trips == trips and _rows(store, watches) == 0  # nothing written yet, nothing read again
     await store.flush_writes()
     assert store.trips == trips + 1 and _rows(store, watches) == 1
@@ -64,34 +70,34 @@ async def test_the_baseline_is_read_once_and_written_with_the_next_flush(store: 
 
 async def test_a_changed_baseline_is_written_at_once(store: CountingStore) -> None:
     """A restart the watcher saw must be in the database before a successor leader could read the old one."""
-    await store.set_watch("kimi", "gpu-a", 100, T0, 0, "active")
+    await store.watches.put("kimi", "gpu-a", 100, T0, 0, "active")
     await store.flush_writes()
-    await store.set_watch("kimi", "gpu-a", 200, T0, 1, "active")
+    await store.watches.put("kimi", "gpu-a", 200, T0, 1, "active")
     again = Store(store.sqlalchemy_url)  # another process (the next leader) reads what was written
     try:
-        seen = await again.get_watch("kimi", "gpu-a")
+        seen = await again.watches.get("kimi", "gpu-a")
         assert seen is not None and seen.main_pid == 200 and seen.n_restarts == 1 and seen.started_at == T0
     finally:
         await again.close()
 
 
 async def test_a_lost_lead_drops_the_queued_baselines_but_not_the_samples(store: CountingStore) -> None:
-    await store.record_metric_sample("kimi", "gpu-a", T0, generation_total=1.0, prompt_total=1.0, running=1.0,
-                                     waiting=0.0, kv_cache_usage=0.1)
-    await store.set_watch("kimi", "gpu-a", 100, T0, 0, "active")
-    await store.record_metric_sample("kimi", "gpu-a", T0 + timedelta(seconds=15), generation_total=16.0,
-                                     prompt_total=1.0, running=1.0, waiting=0.0, kv_cache_usage=0.1)
+    await store.samples.record("kimi", "gpu-a", T0, generation_total=1.0, prompt_total=1.0, running=1.0,
+                               waiting=0.0, kv_cache_usage=0.1)
+    await store.watches.put("kimi", "gpu-a", 100, T0, 0, "active")
+    await store.samples.record("kimi", "gpu-a", T0 + timedelta(seconds=15), generation_total=16.0,
+                               prompt_total=1.0, running=1.0, waiting=0.0, kv_cache_usage=0.1)
     store.forget_watcher_memos(drop_pending=True)
     await store.flush_writes()
     assert _rows(store, watches) == 0 and _rows(store, metric_samples) == 2
-    assert await store.get_watch("kimi", "gpu-a") is None  # read from the database again
+    assert await store.watches.get("kimi", "gpu-a") is None  # read from the database again
 
 
 async def test_samples_are_batched_with_the_same_rates_and_duplicates(store: CountingStore) -> None:
     async def sample(second: int, gen: float) -> object:
-        return await store.record_metric_sample("kimi", "gpu-a", T0 + timedelta(seconds=second),
-                                                generation_total=gen, prompt_total=0.0, running=2.0, waiting=0.0,
-                                                kv_cache_usage=0.5, process_start=T0 - timedelta(hours=1))
+        return await store.samples.record("kimi", "gpu-a", T0 + timedelta(seconds=second),
+                                          generation_total=gen, prompt_total=0.0, running=2.0, waiting=0.0,
+                                          kv_cache_usage=0.5, process_start=T0 - timedelta(hours=1))
 
     await sample(0, 100.0)  # the first one of this process: its predecessor is looked up in the database
     trips = store.trips
@@ -99,30 +105,30 @@ async def test_samples_are_batched_with_the_same_rates_and_duplicates(store: Cou
     assert store.trips == trips  # rated against the previous sample in memory, queued
     assert [p.generation_tps for p in points] == [20.0, 20.0, None]  # type: ignore[attr-defined]
     assert await sample(45, 60.0) is None  # the same moment twice: refused, as the unique key would
-    stored = await store.metric_samples("kimi", "gpu-a", T0)  # a reader sees every sample (it flushes first)
+    stored = await store.samples.between("kimi", "gpu-a", T0)  # a reader sees every sample (it flushes first)
     assert [(p.at, p.generation_tps) for p in stored] == [
         (T0, None), (T0 + timedelta(seconds=15), 20.0), (T0 + timedelta(seconds=30), 20.0),
         (T0 + timedelta(seconds=45), None)]
 
 
 async def test_the_health_memo_is_kept_and_written_only_when_it_changed(store: CountingStore) -> None:
-    assert await get_memo(store, "kimi", "gpu-a") is None
+    assert await store.health_memos.get("kimi", "gpu-a") is None
     memo = HealthMemo(invocation="abc", ready_seen=True, gen_total=10.0)
-    await set_memo(store, "kimi", "gpu-a", memo, T0)
+    await store.health_memos.put("kimi", "gpu-a", memo, T0)
     await store.flush_writes()
     trips = store.trips
     for _ in range(3):
-        got = await get_memo(store, "kimi", "gpu-a")
+        got = await store.health_memos.get("kimi", "gpu-a")
         assert got == memo
-        await set_memo(store, "kimi", "gpu-a", got, T0)  # unchanged: nothing to write
+        await store.health_memos.put("kimi", "gpu-a", got, T0)  # unchanged: nothing to write
     await store.flush_writes()
     assert store.trips == trips
     memo.gen_total = 20.0
-    await set_memo(store, "kimi", "gpu-a", memo, T0)
+    await store.health_memos.put("kimi", "gpu-a", memo, T0)
     await store.close()  # closing writes what is queued
     again = Store(store.sqlalchemy_url)
     try:
-        got = await get_memo(again, "kimi", "gpu-a")
+        got = await again.health_memos.get("kimi", "gpu-a")
         assert got is not None and got.gen_total == 20.0
     finally:
         await again.close()
@@ -131,13 +137,13 @@ async def test_the_health_memo_is_kept_and_written_only_when_it_changed(store: C
 async def test_a_health_episode_is_written_at_once(store: CountingStore) -> None:
     """Opening an unhealthy episode (its ⚠️ claimed) is in the database before the next leader could look."""
     memo = HealthMemo(invocation="abc", ready_seen=True, gen_total=10.0)
-    await set_memo(store, "kimi", "gpu-a", memo, T0)
+    await store.health_memos.put("kimi", "gpu-a", memo, T0)
     await store.flush_writes()
     memo.unhealthy_since, memo.unhealthy_reason = T0, "/health answered 503"
-    await set_memo(store, "kimi", "gpu-a", memo, T0)
+    await store.health_memos.put("kimi", "gpu-a", memo, T0)
     again = Store(store.sqlalchemy_url)
     try:
-        got = await get_memo(again, "kimi", "gpu-a")
+        got = await again.health_memos.get("kimi", "gpu-a")
         assert got is not None and got.unhealthy_since == T0 and got.unhealthy_reason == "/health answered 503"
     finally:
         await again.close()

@@ -37,7 +37,7 @@ from tests.sshd import SSHD, ClientKey, Sshd, free_port, start_sshd
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
-LOOP_LINE = "while IFS= read -r t; do"  # in the session's script (services/node/probe.py build_script)
+LOOP_LINE = "while IFS= read -r _; do"  # in the session's script (services/node/probe/answer.sh)
 
 
 async def _ready(make_cluster: MakeCluster, **watch: object) -> SimCluster:
@@ -87,8 +87,9 @@ class _Recorded(NodePool):
         super().__init__()
         self.answers: list[str] = []
 
-    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None) -> CommandResult:
-        result = await super().ask(node, command, end, limit_s)
+    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None,
+                  wait_s: float | None = None) -> CommandResult:
+        result = await super().ask(node, command, end, limit_s, wait_s)
         self.answers.append(result.stdout)
         return result
 

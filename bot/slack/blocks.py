@@ -6,7 +6,13 @@ about 512 services is ~150 messages) were most of the rendering's memory, and sl
 objects again on every post. The limits slack_sdk does not check (blocks per message, characters per field,
 total size of a message) are enforced here.
 Anything too big for one block is split at line boundaries into several blocks, and blocks that do not fit
-one message go on to the next message, each with its own plain-text fallback.
+one message go on to the next message, each with its own plain-text fallback. A block that would still be
+too big for a message whatever its source (its text grows when escaped for JSON) is drawn again as smaller
+plain sections: nothing is cut, and rendering never fails on size.
+
+Everything here is inert in Slack: every string is escaped (``&``, ``<``, ``>``), every mrkdwn text object
+is ``verbatim`` (Slack links no raw URL or ``#channel`` in it) and the fallback text is escaped too; only the
+mentions the bot built itself (``services.mentions``) become live ``<@U…>``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
@@ -31,6 +38,7 @@ from tabulate import tabulate
 
 from bot.render_text import EMOJI, render_section, render_table
 from handlers.reply import Action, Attachment, Reply, Section
+from services import mentions
 
 # Slack's documented limits (Block Kit reference) and the reported size limit of one message.
 MAX_BLOCKS = 50
@@ -42,11 +50,16 @@ MAX_CONTEXT_ELEMENT = 2000
 MAX_CONTEXT_ELEMENTS = 10
 MAX_ACTIONS = 25
 MAX_BUTTON_TEXT = 75
+MAX_BUTTON_VALUE = 2000
 # Messages whose blocks total roughly 12-13k characters fail with ``msg_blocks_too_long``; we measure the
 # serialised JSON of the blocks, which is always at least the text Slack counts.
 MAX_MESSAGE_CHARS = 11_500
 # Room kept in every message for the "continued" marker of a split answer.
 _MARKER_CHARS = 400
+# The most one block may weigh (its JSON) so that it fits a message with the marker: every block is made
+# to fit this, whatever its source.
+_PIECE_BUDGET = MAX_MESSAGE_CHARS - _MARKER_CHARS - 3
+_TITLE_IN_MARKER = 200
 
 
 class BlockLimitError(ValueError):
@@ -91,9 +104,48 @@ class _Piece:
     text: str  # plain-text fallback of this block
 
 
-def escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn treats as control characters."""
+def _escape_literal(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape(text: str) -> str:
+    """``text`` for Slack (mrkdwn or a message's ``text``): ``&``, ``<`` and ``>`` escaped, so nothing in it is
+    live, except the mentions the bot built itself (``services.mentions``), which become ``<@U…>``."""
+    if not mentions.present(text):
+        return _escape_literal(text)
+    parts = mentions.split(text)
+    return "".join(p.markup if isinstance(p, mentions.Mention) else _escape_literal(p) for p in parts)
+
+
+def plain_text(text: str) -> str:
+    """``text`` for a plain_text object (headers, buttons): Slack parses no markup there, so the bot's own
+    mentions are shown as their text."""
+    return mentions.plain(text)
+
+
+def md(text: str) -> MarkdownTextObject:
+    """A mrkdwn text object for already escaped ``text``; ``verbatim``: Slack links no raw URL, channel name
+    or ``@here`` in it (only the markup the bot wrote, and it escapes everything else)."""
+    return MarkdownTextObject(text=text, verbatim=True)
+
+
+def cut(text: str, limit: int) -> str:
+    """Escaped ``text`` shortened to ``limit`` characters with "…", never inside an entity or a mention."""
+    if len(text) <= limit:
+        return text
+    at = _safe_cut(text, limit - 1)
+    return text[:at] + "…"
+
+
+def _safe_cut(line: str, at: int) -> int:
+    """The last cut at or before ``at`` that splits no ``&amp;`` entity and no ``<@U…>`` mention."""
+    amp = line.rfind("&", max(0, at - 5), at)
+    if amp > 0 and ";" not in line[amp:at]:
+        at = amp
+    lt = line.rfind("<", max(0, at - 40), at)
+    if lt > 0 and ">" not in line[lt:at]:
+        at = lt
+    return at
 
 
 def _code_safe(line: str) -> str:
@@ -112,15 +164,15 @@ def _piece(block: Block, text: str) -> _Piece:
 
 
 def _hard_wrap(line: str, width: int) -> list[str]:
-    """A line longer than ``width`` as consecutive pieces (wrapping, not cutting); never splits ``&amp;``."""
+    """A line longer than ``width`` as consecutive pieces (wrapping, not cutting); never splits ``&amp;`` or a
+    mention."""
     out: list[str] = []
     while len(line) > width:
-        cut = width
-        amp = line.rfind("&", max(0, cut - 5), cut)
-        if amp > 0 and ";" not in line[amp:cut]:
-            cut = amp
-        out.append(line[:cut])
-        line = line[cut:]
+        at = _safe_cut(line, width)
+        if at <= 0:
+            at = width
+        out.append(line[:at])
+        line = line[at:]
     out.append(line)
     return out
 
@@ -153,19 +205,38 @@ def _pack(pairs: Iterable[tuple[str, str]], budget: int) -> list[tuple[list[str]
 
 def _header(title: str, status: str | None) -> list[_Piece]:
     emoji = EMOJI.get(status or "info", "")  # type: ignore[call-overload]
-    text = f"{emoji} {title}".strip()
+    text = f"{emoji} {plain_text(title)}".strip()
     if len(text) <= MAX_HEADER:
         return [_piece(HeaderBlock(text=PlainTextObject(text=text, emoji=True)), text)]
     # Too long for a header block: a bold section keeps every character.
     return _text_blocks(_lines("*", "", text.replace("\n", " ") + "*"))
 
 
-def _text_blocks(lines: list[tuple[str, str]]) -> list[_Piece]:
+def _text_blocks(lines: list[tuple[str, str]], budget: int = MAX_SECTION_TEXT) -> list[_Piece]:
     """Section blocks for (escaped mrkdwn, plain) line pairs, split at line boundaries below 3000 characters."""
     out: list[_Piece] = []
-    for mrkdwn, plain in _pack(lines, MAX_SECTION_TEXT):
+    for mrkdwn, plain in _pack(lines, budget):
         body = "\n".join(mrkdwn) or " "
-        out.append(_piece(SectionBlock(text=MarkdownTextObject(text=body)), "\n".join(plain)))
+        out.append(_piece(SectionBlock(text=md(body)), "\n".join(plain)))
+    return out
+
+
+def _fit(p: _Piece) -> list[_Piece]:
+    """``p``, or, when it weighs more than a message can carry, its fallback text as smaller sections."""
+    if p.size <= _PIECE_BUDGET:
+        return [p]
+    return _sections_within(_lines("", "", p.text or " "), MAX_SECTION_TEXT)
+
+
+def _sections_within(lines: list[tuple[str, str]], budget: int) -> list[_Piece]:
+    # Characters that JSON escapes (quotes, backslashes, control characters) weigh up to six times their
+    # count: halve the section's text until every block fits.
+    out: list[_Piece] = []
+    for q in _text_blocks(lines, budget):
+        if q.size <= _PIECE_BUDGET or budget <= 64:
+            out.append(q)
+        else:
+            out += _sections_within(_lines("", "", q.text or " "), budget // 2)
     return out
 
 
@@ -188,7 +259,7 @@ def _code_blocks(title: str | None, head: list[str], body: list[str]) -> list[_P
     for k, (g, plain) in enumerate(_pack([(_code_safe(b), b) for b in body], MAX_SECTION_TEXT - fixed)):
         text = (first if k == 0 else cont) + "```\n" + "\n".join(head_esc + g) + "\n```"
         fallback_head = (title + ("" if k == 0 else " (continued)") + ":\n") if title else ""
-        out.append(_piece(SectionBlock(text=MarkdownTextObject(text=text)), fallback_head + "\n".join(head + plain)))
+        out.append(_piece(SectionBlock(text=md(text)), fallback_head + "\n".join(head + plain)))
     return out
 
 
@@ -211,24 +282,45 @@ def _code(s: Section) -> list[_Piece]:
     return _code_blocks(s.title, [], lines)
 
 
+def _json_size(obj: object) -> int:
+    return len(json.dumps(obj, ensure_ascii=False))
+
+
+_BLOCK_OVERHEAD = 64  # a block's own keys around its elements or fields
+_MD_OVERHEAD = _json_size(md("x").to_dict()) - _json_size("x")  # a mrkdwn object around its text's JSON
+
+
+def _md_size(text: str) -> int:
+    """What ``md(text)`` weighs in a block's JSON (without building and validating it twice)."""
+    return _MD_OVERHEAD + _json_size(text)
+
+
 def _fields(s: Section) -> list[_Piece]:
     out: list[_Piece] = []
     batch: list[tuple[str, str]] = []
+    weight = 0
 
     def flush() -> None:
+        nonlocal weight
         if batch:
-            objs = [MarkdownTextObject(text=f"*{escape(k)}*\n{escape(v) or ' '}") for k, v in batch]
+            objs = [md(f"*{escape(k)}*\n{escape(v) or ' '}") for k, v in batch]
             plain = "\n".join(f"{k}: {v}" for k, v in batch)
             out.append(_piece(SectionBlock(fields=objs), plain))
             batch.clear()
+            weight = 0
 
     for k, v in s.fields:
-        if len(f"*{escape(k)}*\n{escape(v)}") > MAX_FIELD:
+        text = f"*{escape(k)}*\n{escape(v)}"
+        if len(text) > MAX_FIELD:
             # Too long for a field: it gets its own section(s), split, so nothing is cut.
             flush()
             out += _text_blocks([(f"*{escape(k)}*", f"{k}:"), *_lines("", "", v)])
             continue
+        size = _md_size(text) + 1
+        if batch and weight + size + _BLOCK_OVERHEAD > _PIECE_BUDGET:
+            flush()  # ten long fields weigh more than one message may
         batch.append((k, v))
+        weight += size
         if len(batch) == MAX_FIELDS:
             flush()
     flush()
@@ -237,12 +329,28 @@ def _fields(s: Section) -> list[_Piece]:
 
 def _context(s: Section) -> list[_Piece]:
     lines = _lines(f"*{escape(s.title)}:* " if s.title else "", f"{s.title}: " if s.title else "", s.text or "")
-    groups = _pack(lines, MAX_CONTEXT_ELEMENT)
     out: list[_Piece] = []
-    for i in range(0, len(groups), MAX_CONTEXT_ELEMENTS):
-        chunk = groups[i : i + MAX_CONTEXT_ELEMENTS]
-        elements = [MarkdownTextObject(text="\n".join(g) or " ") for g, _ in chunk]
-        out.append(_piece(ContextBlock(elements=elements), "\n".join("\n".join(p) for _, p in chunk)))
+    chunk: list[tuple[MarkdownTextObject, list[str]]] = []
+    weight = 0
+
+    def flush() -> None:
+        nonlocal weight
+        if chunk:
+            out.append(_piece(ContextBlock(elements=[e for e, _ in chunk]),
+                              "\n".join("\n".join(p) for _, p in chunk)))
+            chunk.clear()
+            weight = 0
+
+    for g, plain in _pack(lines, MAX_CONTEXT_ELEMENT):
+        body = "\n".join(g) or " "
+        element = md(body)
+        size = _md_size(body) + 1
+        # At most ten elements, and no more than one message can carry: a 12 KB warning is several blocks.
+        if chunk and (len(chunk) == MAX_CONTEXT_ELEMENTS or weight + size + _BLOCK_OVERHEAD > _PIECE_BUDGET):
+            flush()
+        chunk.append((element, plain))
+        weight += size
+    flush()
     return out
 
 
@@ -277,19 +385,32 @@ def _section_pieces(s: Section) -> list[_Piece]:
 
 
 def _button_text(text: str) -> str:
+    text = plain_text(text)
     return text if len(text) <= MAX_BUTTON_TEXT else text[: MAX_BUTTON_TEXT - 1] + "…"
 
 
 def _actions(actions: list[Action]) -> list[_Piece]:
     out: list[_Piece] = []
-    for i in range(0, len(actions), MAX_ACTIONS):
-        chunk = actions[i : i + MAX_ACTIONS]
-        buttons = [
-            ButtonElement(text=PlainTextObject(text=_button_text(a.text), emoji=True), action_id=a.action_id,
-                          value=a.value, style=a.style)
-            for a in chunk
-        ]
-        out.append(_piece(ActionsBlock(elements=buttons), "  ".join(f"[{a.text}]" for a in chunk)))
+    chunk: list[tuple[ButtonElement, str]] = []
+    weight = 0
+
+    def flush() -> None:
+        nonlocal weight
+        if chunk:
+            out.append(_piece(ActionsBlock(elements=[b for b, _ in chunk]), "  ".join(f"[{t}]" for _, t in chunk)))
+            chunk.clear()
+            weight = 0
+
+    for a in actions:
+        # A value is the bot's own id; one longer than Slack takes is cut rather than failing the answer.
+        button = ButtonElement(text=PlainTextObject(text=_button_text(a.text), emoji=True), action_id=a.action_id,
+                               value=a.value[:MAX_BUTTON_VALUE], style=a.style)
+        size = _json_size(button.to_dict()) + 1
+        if chunk and (len(chunk) == MAX_ACTIONS or weight + size + _BLOCK_OVERHEAD > _PIECE_BUDGET):
+            flush()
+        chunk.append((button, plain_text(a.text)))
+        weight += size
+    flush()
     return out
 
 
@@ -358,13 +479,14 @@ def render_messages(reply: Reply, attachments: bool = True, consume: bool = Fals
     def close() -> None:
         bodies.append((b",".join(p.json for p in cur), "\n".join(p.text for p in cur if p.text)))
 
-    for p in _pieces(reply, attachments, consume):
-        # Every message keeps room for one "continued" context block.
-        if cur and (len(cur) + 1 >= MAX_BLOCKS or size + p.size + 1 > MAX_MESSAGE_CHARS - _MARKER_CHARS):
-            close()
-            cur, size = [], 2
-        cur.append(p)
-        size += p.size + 1
+    for whole in _pieces(reply, attachments, consume):
+        for p in _fit(whole):
+            # Every message keeps room for one "continued" context block.
+            if cur and (len(cur) + 1 >= MAX_BLOCKS or size + p.size + 1 > MAX_MESSAGE_CHARS - _MARKER_CHARS):
+                close()
+                cur, size = [], 2
+            cur.append(p)
+            size += p.size + 1
     if cur:
         close()
     cur = []
@@ -374,11 +496,14 @@ def render_messages(reply: Reply, attachments: bool = True, consume: bool = Fals
     for i in range(n):
         blocks, text = bodies.pop()
         if i > 0:
-            marker = f"{reply.title} — continued (part {i + 1} of {n})"
-            blocks = _block_json(ContextBlock(
-                elements=[MarkdownTextObject(text=escape(marker)[:MAX_CONTEXT_ELEMENT])])).encode() + b"," + blocks
+            title = reply.title if len(reply.title) <= _TITLE_IN_MARKER else reply.title[:_TITLE_IN_MARKER] + "…"
+            marker = f"{title} — continued (part {i + 1} of {n})"
+            blocks = _block_json(ContextBlock(elements=[md(cut(escape(marker), MAX_CONTEXT_ELEMENT))])).encode() \
+                + b"," + blocks
             text = f"{marker}\n{text}" if text else marker
-        msg = SlackMessage(blocks_json=b"[" + blocks + b"]", text_utf8=(text or reply.title).encode())
+        # The fallback text is what notifications show, and what is posted when Slack refuses the blocks:
+        # escaped like the blocks.
+        msg = SlackMessage(blocks_json=b"[" + blocks + b"]", text_utf8=escape(text or reply.title).encode())
         check_message(msg)
         messages.append(msg)
     return messages
@@ -387,3 +512,21 @@ def render_messages(reply: Reply, attachments: bool = True, consume: bool = Fals
 def render_blocks(reply: Reply) -> list[list[BlockDict]]:
     """The reply as Block Kit blocks, one list per message (see ``render_messages`` for the fallback text)."""
     return [m.blocks for m in render_messages(reply)]
+
+
+def failure_message(title: str, what: str) -> SlackMessage:
+    """One short message saying that ``title`` could not be laid out for Slack and why (``what``).
+
+    Posted in place of an answer or notice whose rendering failed; it cannot fail itself (a bounded text).
+    """
+    body = cut(escape(f":warning: {title} — {what}"), MAX_SECTION_TEXT)
+    blocks = _block_json(SectionBlock(text=md(body)))
+    return SlackMessage(blocks_json=f"[{blocks}]".encode(), text_utf8=body.encode())
+
+
+def render_failure(error: BaseException) -> str:
+    """What went wrong in rendering, in a few words a person can pass on (the cause is in the log)."""
+    if isinstance(error, BlockLimitError | SlackObjectFormationError):
+        detail = str(error).splitlines()[0][:200] if str(error) else ""
+        return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+    return type(error).__name__

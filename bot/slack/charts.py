@@ -13,6 +13,7 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.blocks import escape
 from handlers.reply import Reply
 
 log = logging.getLogger("inferbot.slack")
@@ -44,7 +45,8 @@ async def upload_chart(client: AsyncWebClient, channel: str, thread_ts: str | No
 
 async def _say(client: AsyncWebClient, channel: str, thread_ts: str | None, text: str) -> bool:
     try:
-        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text)
+        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=escape(text), parse="none",
+                                      link_names=False)
     except (TimeoutError, SlackClientError, OSError):
         log.warning("could not say the chart failed", extra={"event": "slack-chart", "channel": channel})
     return False

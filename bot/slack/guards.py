@@ -1,5 +1,11 @@
-"""What reaches the listeners: redeliveries, bots, our own messages and duplicates are acked, not answered;
-each person's questions are rate limited. (A message's Slack markup is read once, by ``bot.understanding.markup``.)
+"""What reaches the listeners: bots, our own messages and edits are acked, not answered; people of another
+workspace get one line and nothing else; each person's questions are rate limited; a message's Slack markup
+is read once, by ``bot.understanding.markup``.
+
+Nothing here touches the state store, so nothing here can hold an ack: the de-duplication of events (the
+claim of an event id, shared by replicas) is made after the ack, by the listeners (``SlackBot.first_delivery``).
+A Slack retry (``X-Slack-Retry-Num`` / Socket Mode ``retry_attempt``) is answered like a first delivery
+unless its event id was already claimed.
 
 With a state store the de-duplication and the rate limit are rows in the database (``services.store.shared_state``),
 so every replica sees the same; ``TtlSet`` and ``RateLimiter`` are the in-memory ones (no store).
@@ -16,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slack_bolt.app.async_app import AsyncApp
-from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
@@ -24,10 +29,12 @@ from slack_bolt.response import BoltResponse
 log = logging.getLogger("inferbot.slack")
 
 
-class Deliveries(Protocol):
-    """Who remembers which events were answered (``SlackBot``: in the store, across replicas)."""
+class Gate(Protocol):
+    """What the middleware needs from the Slack bot: whose workspaces it serves, and how it refuses others."""
 
-    async def first_delivery(self, event_id: str) -> bool: ...
+    def allowed_teams(self, context: AsyncBoltContext) -> frozenset[str]: ...
+
+    async def refuse_other_workspace(self, body: dict[str, Any], context: AsyncBoltContext) -> BoltResponse: ...
 
 
 class TtlSet:
@@ -87,22 +94,10 @@ def rate_limit_text(retry_in: int) -> str:
 _ALLOWED_SUBTYPES = {None, "file_share", "thread_broadcast"}
 
 
-def _retry_num(req: AsyncBoltRequest) -> int:
-    values = req.headers.get("x-slack-retry-num") or []
-    value = values[0] if values else None
-    try:
-        return int(value) if value is not None else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def ignored_reason(body: dict[str, Any], req: AsyncBoltRequest, context: AsyncBoltContext) -> str | None:
-    """Why an Events API delivery gets no answer, or None to answer it."""
+def ignored_reason(body: dict[str, Any], context: AsyncBoltContext) -> str | None:
+    """Why an Events API delivery gets no answer, or None to answer it (a retry is answered: its claim decides)."""
     if body.get("type") != "event_callback":
         return None
-    # Socket Mode's first delivery carries retry_attempt 0 (header "0"); only > 0 is a redelivery.
-    if _retry_num(req) > 0:
-        return "retry"
     event = body.get("event") or {}
     if event.get("bot_id") or event.get("subtype") not in _ALLOWED_SUBTYPES:
         return "bot-or-subtype"
@@ -115,24 +110,67 @@ def ignored_reason(body: dict[str, Any], req: AsyncBoltRequest, context: AsyncBo
     return None
 
 
-def register(app: AsyncApp, bot: Deliveries) -> None:
+def actor_teams(body: dict[str, Any], context: AsyncBoltContext) -> set[str]:
+    """Every workspace (or Enterprise Grid org) id the request gives for the person acting.
+
+    Bolt's ``actor_team_id`` reads Slack Connect's ``user_team``/``team``; the raw fields are read too, so a
+    field Bolt does not consult still counts (all of them must be allowed).
+    """
+    found: set[str] = set()
+
+    def add(v: object) -> None:
+        if isinstance(v, str) and v:
+            found.add(v)
+
+    add(context.actor_team_id)
+    event = body.get("event")
+    if isinstance(event, dict):
+        for key in ("user_team", "source_team", "team"):
+            add(event.get(key))
+    else:
+        add(body.get("team_id"))  # slash commands
+        user, team = body.get("user"), body.get("team")
+        if isinstance(user, dict):
+            add(user.get("team_id"))  # interactivity: the clicker's own workspace
+        if isinstance(team, dict):
+            add(team.get("id"))
+    return found
+
+
+def other_workspace(body: dict[str, Any], context: AsyncBoltContext, allowed: frozenset[str]) -> str | None:
+    """The first workspace id of the person acting that is not in ``allowed`` (``"unknown"`` when a Slack
+    Connect event does not say which it is), or None when the request may be answered."""
+    if body.get("type") not in ("event_callback", "block_actions", "view_submission", "view_closed") \
+            and "command" not in body:
+        return None  # url_verification and the like: nobody is asking anything
+    if context.actor_enterprise_id and context.actor_enterprise_id in allowed:
+        return None
+    teams = actor_teams(body, context)
+    for team in sorted(teams):
+        if team not in allowed:
+            return team
+    if not teams and body.get("is_ext_shared_channel"):
+        return "unknown"  # a connected workspace Slack does not name: refused rather than guessed
+    return None
+
+
+def register(app: AsyncApp, bot: Gate) -> None:
     """Install the middleware that acks, without answering, what must not be answered."""
 
     @app.middleware
-    async def ignore_noise(req: AsyncBoltRequest, body: dict[str, Any], context: AsyncBoltContext,
-                           next_: Callable[[], Awaitable[None]]) -> BoltResponse | None:
-        reason = ignored_reason(body, req, context)
-        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if reason is None and event_id and not await bot.first_delivery(str(event_id)):
-            reason = "duplicate"  # another replica (or an earlier delivery) took it
+    async def gate(req: AsyncBoltRequest, body: dict[str, Any], context: AsyncBoltContext,
+                   next_: Callable[[], Awaitable[None]]) -> BoltResponse | None:
+        reason = ignored_reason(body, context)
         if reason is None:
+            team = other_workspace(body, context, bot.allowed_teams(context))
+            if team is not None:
+                log.info("slack request from another workspace refused",
+                         extra={"event": "slack-refused", "reason": "other-workspace", "team": team,
+                                "user": context.actor_user_id or context.user_id})
+                return await bot.refuse_other_workspace(body, context)
             await next_()
             return None
         event = body.get("event") or {}
         log.debug("slack event ignored", extra={"event": "slack-ignored", "reason": reason,
                                                  "type": event.get("type"), "user": event.get("user")})
-        if reason in ("retry", "duplicate"):
-            log.info("slack event ignored", extra={"event": "slack-ignored", "reason": reason,
-                                                   "user": event.get("user"), "event_id": body.get("event_id")})
-        ack: AsyncAck = context.ack
-        return await ack()
+        return await context.ack()

@@ -1,7 +1,7 @@
 """The App Home tab on Slack: publish the dashboard when it is opened, refreshed, or something changed.
 
 Who has the tab open, when each dashboard was last published and whether it is stale are rows in the
-state database (``Store.home_*``), not this process's memory: a restarted bot (or a second replica) keeps
+state database (``store.home_views``), not this process's memory: a restarted bot (or a second replica) keeps
 refreshing the same dashboards, and the pacing — at most one republish per person every
 ``MIN_INTERVAL_S`` — is one atomic claim in the database. Opening the tab or pressing **Refresh** always
 publishes. Handlers tell us about changes through ``handlers.notify.dashboards_changed`` (the follow job
@@ -24,7 +24,8 @@ from slack_bolt.context.ack.async_ack import AsyncAck
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.home_view import REFRESH, RESTART, view_dict
+from bot.slack.blocks import render_failure
+from bot.slack.home_view import REFRESH, RESTART, line_view, view_dict
 from bot.slack.notifier import SlackNotifier
 from bot.slack.restart_actions import ensure_slack_services, is_confirmation, post_confirmation
 from handlers.context import Asker, Context, utcnow
@@ -72,6 +73,9 @@ class SlackHost(Protocol):
 
     async def check_rate(self, user: str) -> _Verdict: ...
 
+    async def first_delivery(self, event_id: str) -> bool | None:
+        """False for an event already claimed (a Slack retry); made after the ack."""
+
     @property
     def registered(self) -> _Registered: ...
 
@@ -104,7 +108,7 @@ class HomePublisher:
         store = self.runtime.store
         if store is not None:
             try:
-                await store.home_opened(user, self.clock())
+                await store.home_views.opened(user, self.clock())
             except Exception:  # the tab is still worth showing; it just won't refresh itself
                 log.warning("could not record the open Home tab", exc_info=True)
         await self.publish_now(user)
@@ -115,7 +119,7 @@ class HomePublisher:
         store = self.runtime.store
         if store is not None:
             try:
-                await store.home_claim_publish(user, self.clock(), self.min_interval_s, force=True)
+                await store.home_views.claim_publish(user, self.clock(), self.min_interval_s, force=True)
             except Exception:  # pacing is only bookkeeping here: the person asked, so they get the view
                 log.warning("could not record the Home publish", exc_info=True)
         await self._publish(user, dash)
@@ -126,7 +130,7 @@ class HomePublisher:
         store = self.runtime.store
         if store is None:
             return
-        if not await store.home_mark_dirty(self.clock() - timedelta(seconds=self.open_for_s)):
+        if not await store.home_views.mark_dirty(self.clock() - timedelta(seconds=self.open_for_s)):
             return  # nobody has the Home tab open
         log.debug("dashboards stale after a change of %s", what)
         self._kick()
@@ -154,17 +158,17 @@ class HomePublisher:
             return 0
         now = self.clock()
         since = now - timedelta(seconds=self.open_for_s)
-        due = await store.home_due(now, self.min_interval_s, since)
+        due = await store.home_views.due(now, self.min_interval_s, since)
         dash: Dashboard | None = None
         sent = 0
         for user in due:
-            if not await store.home_claim_publish(user, self.clock(), self.min_interval_s):
+            if not await store.home_views.claim_publish(user, self.clock(), self.min_interval_s):
                 continue  # another replica (or an open/refresh) just published it
             if dash is None:
                 dash = await read_dashboard(self._ctx())  # one read of the cluster for everybody
             if await self._publish(user, dash):
                 sent += 1
-        if await store.home_due(self.clock(), 0.0, since):
+        if await store.home_views.due(self.clock(), 0.0, since):
             self._retry_later()  # some were held back by pacing (or failed): their turn comes
         return sent
 
@@ -197,14 +201,20 @@ class HomePublisher:
         return ctx
 
     async def _publish(self, user: str, dash: Dashboard) -> bool:
-        view = view_dict(await for_user(self._ctx(), dash, user))
+        mine = await for_user(self._ctx(), dash, user)
+        try:
+            view = view_dict(mine)
+        except Exception as e:  # the tab still says something: what went wrong, and where to look
+            log.exception("rendering the Home tab failed", extra={"event": "slack-home", "user": user})
+            view = line_view(f"The dashboard could not be drawn ({render_failure(e)}; logged) — "
+                                "ask me `status` instead.")
         try:
             await self.client.views_publish(user_id=user, view=view)
         except _SLACK_ERRORS as e:
             reason = e.response.get("error") if isinstance(e, SlackApiError) else type(e).__name__
             log.warning("views.publish failed", extra={"event": "slack-home", "user": user, "reason": reason})
             if self.runtime.store is not None:
-                await self.runtime.store.home_publish_failed(user)
+                await self.runtime.store.home_views.publish_failed(user)
             return False
         self.published += 1
         log.info("home published", extra={"event": "slack-home", "user": user, "services": len(dash.services)})
@@ -276,11 +286,18 @@ def register(app: AsyncApp, bot: SlackHost) -> HomePublisher:
     def spawn(coro: Coroutine[Any, Any, None], what: str) -> None:
         bot.spawn(coro, what)
 
-    async def on_home_opened(event: dict[str, Any]) -> None:
+    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
         user = str(event.get("user") or "")
         if event.get("tab", "home") != "home" or not user:
             return  # the Messages tab: nothing to publish
-        spawn(publisher.opened(user), "home")
+        event_id = str(body.get("event_id") or "")
+
+        async def once() -> None:
+            if event_id and await bot.first_delivery(event_id) is False:
+                return  # a retry of an open already published (a store that did not answer: publish anyway)
+            await publisher.opened(user)
+
+        spawn(once(), "home")
 
     async def on_refresh(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()

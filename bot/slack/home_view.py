@@ -17,16 +17,16 @@ from slack_sdk.models.blocks import (
     ContextBlock,
     DividerBlock,
     HeaderBlock,
-    MarkdownTextObject,
     PlainTextObject,
     SectionBlock,
 )
 from slack_sdk.models.views import View
 
-from bot.slack.blocks import escape
+from bot.slack.blocks import cut, escape, md
 from handlers.common import ago, fmt_duration
 from handlers.home import Dashboard, ServiceCard
 from handlers.status import progress_bar
+from services import mentions
 
 MAX_VIEW_BLOCKS = 100
 MAX_TEXT = 3000
@@ -47,11 +47,9 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _mention(who: str | None) -> str:
-    if who and who[:1] in ("U", "W"):
-        return f"<@{who}>"  # an id from the audit log, never message text
     if who in (None, "", "unknown"):
         return "someone outside inferbot"
-    return escape(who)
+    return escape(mentions.user(who))  # live only for a Slack user id (from the audit log, never message text)
 
 
 def _service_text(c: ServiceCard) -> str:
@@ -84,7 +82,7 @@ def _service_text(c: ServiceCard) -> str:
         if c.kv_cache_usage is not None:
             live.append(f"KV cache {c.kv_cache_usage * 100:.1f} %")
         lines.append(" · ".join(live))
-    return _cut("\n".join(lines), MAX_TEXT)
+    return cut("\n".join(lines), MAX_TEXT)
 
 
 def _service_context(c: ServiceCard, dash: Dashboard) -> str:
@@ -105,7 +103,7 @@ def _service_context(c: ServiceCard, dash: Dashboard) -> str:
         why = f": {escape(c.silence_reason)}" if c.silence_reason else ""
         parts.append(f":no_bell: silenced until {c.silenced_until:%H:%M} UTC by {_mention(c.silenced_by)}{why} — "
                      "unplanned-restart, unhealthy and hung notices are held back")
-    return _cut("\n".join(parts), MAX_CONTEXT_TEXT)
+    return cut("\n".join(parts), MAX_CONTEXT_TEXT)
 
 
 def _service_blocks(c: ServiceCard, dash: Dashboard) -> list[Block]:
@@ -113,10 +111,10 @@ def _service_blocks(c: ServiceCard, dash: Dashboard) -> list[Block]:
     if c.may_restart:
         accessory = ButtonElement(text=PlainTextObject(text="Restart", emoji=True), action_id=RESTART,
                                   value=c.key, style="danger")
-    blocks: list[Block] = [SectionBlock(text=MarkdownTextObject(text=_service_text(c)), accessory=accessory)]
+    blocks: list[Block] = [SectionBlock(text=md(_service_text(c)), accessory=accessory)]
     context = _service_context(c, dash)
     if context:
-        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=context)]))
+        blocks.append(ContextBlock(elements=[md(context)]))
     blocks.append(DividerBlock())
     return blocks
 
@@ -135,7 +133,7 @@ def render_home(dash: Dashboard) -> View:
     """The Home tab for ``dash`` (already made for one person by ``handlers.home.for_user``)."""
     top: list[Block] = [
         HeaderBlock(text=PlainTextObject(text="inferbot — fleet dashboard", emoji=True)),
-        ContextBlock(elements=[MarkdownTextObject(text=_cut(
+        ContextBlock(elements=[md(_cut(
             f"Read at *{dash.read_at:%Y-%m-%d %H:%M:%S} UTC* ({dash.elapsed_s:.1f} s) · "
             f"{dash.service_count} services" + (f": {_counts(dash)}" if dash.service_count else "")
             + " · it refreshes itself while loads progress", MAX_CONTEXT_TEXT))]),
@@ -147,11 +145,10 @@ def render_home(dash: Dashboard) -> View:
         lines = [f"🔌 *{escape(p.node)}* is unreachable — {escape(_cut(p.reason, 400))}"
                  + (f" — {escape(p.services_words)}" if p.services else "")
                  + (f"\n      _{escape(_cut(p.fix, 300))}_" if p.fix else "") for p in dash.unreachable]
-        text = _cut("\n".join(lines), MAX_TEXT)
-        problems = [SectionBlock(text=MarkdownTextObject(text=text)), DividerBlock()]
+        text = cut("\n".join(lines), MAX_TEXT)
+        problems = [SectionBlock(text=md(text)), DividerBlock()]
     if not dash.service_count:
-        problems.append(SectionBlock(text=MarkdownTextObject(
-            text="No services are configured yet: add `[[services]]` to the config.")))
+        problems.append(SectionBlock(text=md("No services are configured yet: add `[[services]]` to the config.")))
     budget = MAX_VIEW_BLOCKS - len(top) - len(problems)
     body: list[Block] = []
     shown = 0
@@ -170,7 +167,7 @@ def render_home(dash: Dashboard) -> View:
         names = ", ".join(f"{c.service}@{c.node} ({c.state})" for c in hidden)
         text = (f"*{len(hidden)} more services not shown* (Slack shows at most {MAX_VIEW_BLOCKS} blocks; "
                 f"trouble is listed first): {escape(names)}. Ask `status` for all of them.")
-        body += [DividerBlock(), ContextBlock(elements=[MarkdownTextObject(text=_cut(text, MAX_CONTEXT_TEXT))])]
+        body += [DividerBlock(), ContextBlock(elements=[md(cut(text, MAX_CONTEXT_TEXT))])]
     view = View(type="home", blocks=top + problems + body,
                 private_metadata=f"shown={shown};hidden={len(hidden)}")
     return view
@@ -182,3 +179,8 @@ def view_dict(dash: Dashboard) -> dict[str, Any]:
     if len(out["blocks"]) > MAX_VIEW_BLOCKS:  # pragma: no cover - render_home keeps to the budget
         raise ValueError(f"{len(out['blocks'])} blocks in the Home view (max {MAX_VIEW_BLOCKS})")
     return out
+
+
+def line_view(text: str) -> dict[str, Any]:
+    """A Home tab holding only ``text`` (escaped): when the dashboard cannot be drawn, or may not be shown."""
+    return View(type="home", blocks=[SectionBlock(text=md(cut(escape(text), MAX_TEXT)))]).to_dict()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.blocks import escape
 from bot.slack.notifier import SlackNotifier
 from handlers.bench_run import is_bench_request
 from handlers.bench_run import on_action as bench_on_action
@@ -81,7 +82,7 @@ async def post_confirmation(rt: Runtime, client: AsyncWebClient, channel: str, t
         log.warning("could not post the restart confirmation: %s", type(e).__name__)
         return False
     if rt.store is not None:
-        await rt.store.set_request_message(str(reply.data["request_id"]), channel, ts)
+        await rt.store.requests.set_message(str(reply.data["request_id"]), channel, ts)
     return True
 
 
@@ -103,11 +104,12 @@ async def handle_restart_action(
                   thread_ts=container.get("thread_ts"))
     ctx = runtime.context(asker)
     if runtime.store is not None and message_ts and channel:
-        req = await runtime.store.get_request(request_id)
+        req = await runtime.store.requests.get(request_id)
         if req is not None and not req.message_ts:
-            await runtime.store.set_request_message(request_id, channel, message_ts)
-    # A benchmark request (issue 14) shares the buttons; its id tells it apart.
-    outcome = await (bench_on_action if is_bench_request(request_id) else on_action)(ctx, action_id, request_id)
+            await runtime.store.requests.set_message(request_id, channel, message_ts)
+    # A benchmark request (issue 14) shares the buttons; its kind tells it apart.
+    bench = await is_bench_request(ctx, request_id)
+    outcome = await (bench_on_action if bench else on_action)(ctx, action_id, request_id)
     notifier: Notifier = runtime.notifier or SlackNotifier(client)
     if outcome.message is not None and channel and message_ts:
         try:
@@ -119,6 +121,6 @@ async def handle_restart_action(
             if channel:
                 await notifier.ephemeral(channel, user, outcome.ephemeral)
             else:
-                await respond(text=outcome.ephemeral, response_type="ephemeral", replace_original=False)
+                await respond(text=escape(outcome.ephemeral), response_type="ephemeral", replace_original=False)
         except (SlackApiError, SlackClientError, OSError, TimeoutError) as e:
             log.warning("could not answer the click: %s", type(e).__name__)

@@ -9,7 +9,6 @@ read again like any typed message: nothing in it is trusted beyond that.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from slack_bolt.app.async_app import AsyncApp
@@ -33,12 +32,9 @@ class QuestionHost(Protocol):
     @property
     def registered(self) -> _Registered: ...
 
-    async def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
-                          client: AsyncWebClient) -> None:
-        """Answer ``text`` for ``user`` in ``channel`` (rate-limited like any question)."""
-
-    def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        """Run ``coro`` after the ack."""
+    def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
+                    client: AsyncWebClient) -> None:
+        """Answer ``text`` for ``user`` in ``channel`` after the ack (rate-limited like any question)."""
 
 
 def clicked(body: dict[str, Any], action: dict[str, Any]) -> tuple[str, str, str, str | None] | None:
@@ -66,8 +62,7 @@ def register(app: AsyncApp, bot: QuestionHost) -> None:
         if got is None:
             return
         text, user, channel, thread = got
-        await bot.on_question(kind="suggestion", text=text, user=user, channel=channel, thread_ts=thread,
-                              client=client)
+        bot.on_question(kind="suggestion", text=text, user=user, channel=channel, thread_ts=thread, client=client)
 
     for action_id in SUGGEST_ACTIONS:
         app.action(action_id)(on_suggestion)

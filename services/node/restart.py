@@ -19,6 +19,10 @@ from services.redact import redact_patterns
 
 SHOW_AFTER = "Id,ActiveState,SubState,Result,MainPID,InvocationID,NRestarts"
 RESTART_LIMIT_S = 120.0  # systemctl restart waits for the stop (vLLM frees GPUs) and the start job
+# How long a restart's commands, and the looks at the unit before it, may wait inside the bot for one of the
+# node's channels (``NodePool.run``'s ``wait_s``) before the answer is "busy": someone asked for this restart
+# (or confirmed it), and it is worth waiting for behind a burst of questions rather than refused.
+RESTART_WAIT_S = 300.0
 
 
 class RestartResult(Model):
@@ -29,6 +33,7 @@ class RestartResult(Model):
     stderr: str = ""
     stdout: str = ""
     unreachable: str | None = None  # the reason the node could not be asked
+    busy: bool = False  # ... because the bot itself had too many commands waiting for the node (not the node's fault)
     start_limit_hit: bool = False
     active_state: str = ""
     sub_state: str = ""
@@ -49,6 +54,8 @@ class RestartResult(Model):
 
     def summary(self) -> str:
         """One line for people: what failed and why (or "exit 0")."""
+        if self.unreachable and self.busy:
+            return f"nothing was restarted: {self.unreachable}"
         if self.unreachable:
             return f"the node could not be reached: {self.unreachable}"
         if self.reload_failed:
@@ -84,11 +91,12 @@ async def _reload_if_needed(pool: NodePool, node: Node, service: Service, policy
 
     False when the reload was needed and failed (``out`` says why); the restart must not run then.
     """
-    shown = await pool.run(node, f"systemctl show -p NeedDaemonReload -- {shlex.quote(service.unit)}")
+    shown = await pool.run(node, f"systemctl show -p NeedDaemonReload -- {shlex.quote(service.unit)}",
+                           wait_s=RESTART_WAIT_S, read_only=True)
     if not parse_show(shown.stdout).need_daemon_reload:
         return True
     out.reload_command = build_reload_command(policy)
-    done = await pool.run(node, out.reload_command, limit_s=max(node.timeout, RESTART_LIMIT_S))
+    done = await pool.run(node, out.reload_command, limit_s=max(node.timeout, RESTART_LIMIT_S), wait_s=RESTART_WAIT_S)
     if done.exit_status == 0:
         return True
     out.reload_failed = True
@@ -109,19 +117,20 @@ async def execute_restart(pool: NodePool, node: Node, service: Service, policy: 
         if not await _reload_if_needed(pool, node, service, policy, out):
             return out
     except NodeUnreachable as e:
-        out.unreachable = e.error.reason
+        out.unreachable, out.busy = e.error.reason, e.error.kind == "busy"
         return out
     try:
-        done = await pool.run(node, command, limit_s=max(node.timeout, RESTART_LIMIT_S))
+        done = await pool.run(node, command, limit_s=max(node.timeout, RESTART_LIMIT_S), wait_s=RESTART_WAIT_S)
     except NodeUnreachable as e:
-        out.unreachable = e.error.reason
+        out.unreachable, out.busy = e.error.reason, e.error.kind == "busy"
         return out
     out.exit_status = done.exit_status
     out.stderr = redact_patterns(done.stderr)[-2000:]
     out.stdout = redact_patterns(done.stdout)[-2000:]
     out.elapsed_s = done.elapsed_s
     try:
-        shown = await pool.run(node, f"systemctl show -p {SHOW_AFTER} -- {shlex.quote(service.unit)}")
+        shown = await pool.run(node, f"systemctl show -p {SHOW_AFTER} -- {shlex.quote(service.unit)}",
+                               wait_s=RESTART_WAIT_S, read_only=True)
     except NodeUnreachable:
         return out  # the restart ran; the follow-up probe will see the state
     show = parse_show(shown.stdout)

@@ -34,6 +34,11 @@ MAX_CHANNELS = 8
 # the gate. The price is on a slow link: a start waits for one of 64 answers, so 512 nodes at 100 ms of
 # round trip start in ~0.8 s instead of at once (on a LAN, or loopback, nothing measurable).
 EXEC_GATE = 64
+# How long a command may wait inside the bot (for one of its node's MAX_CHANNELS, or its turn at EXEC_GATE) before
+# the caller is told that the bot is busy (kind "busy"), at least; a command that may take longer than this on its
+# node waits as long as it may take (a channel is free again after at most that). That wait is never counted
+# against the node's `timeout`: a burst of questions must not make a healthy node read "unreachable".
+QUEUE_WAIT_S = 30.0
 PREFERRED_CIPHERS = (
     "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes256-ctr", "aes128-ctr",
 )
@@ -169,14 +174,23 @@ class _Slot:
     channels: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CHANNELS))
     session: _Session | None = None  # at most one persistent session per connection
     session_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: int = 0  # callers waiting for one of the channels (the "busy" answer says how many)
+    # The last connection attempt that failed: when it ended, and why. Callers that were waiting for it (behind
+    # ``lock``) take its answer instead of each trying again for the node's whole timeout, one after the other.
+    failed: tuple[float, NodeError] | None = None
+    # Counts the starts and ends of commands that may change the node (anything not run ``read_only``): an
+    # answer read before one of them may not be handed to a question asked after it (``NodePool.generation``).
+    generation: int = 0
 
 
 class NodePool:
     """Keeps one SSH connection per node and runs commands on it, reconnecting when it drops."""
 
-    def __init__(self, keepalive_s: float = 30.0) -> None:
+    def __init__(self, keepalive_s: float = 30.0, wait_s: float = QUEUE_WAIT_S) -> None:
         self._slots: dict[str, _Slot] = {}
         self._keepalive = keepalive_s
+        self.wait_s = wait_s  # the least a command waits inside the bot before it is "busy" (QUEUE_WAIT_S)
+        self._gate_waiting = 0  # commands waiting for their turn at the exec gate, all nodes together
         self.connects = 0  # how many SSH handshakes were made (the benchmark reports it)
         self.runs = 0
         self.session_opens = 0  # persistent sessions opened: each one channel and one exec request
@@ -210,6 +224,14 @@ class NodePool:
         if slot is None:
             slot = self._slots[key] = _Slot()
         return slot
+
+    def generation(self, node: Node) -> int:
+        """A number that changes whenever a command that may change ``node`` starts or ends on it.
+
+        Equal before and after reading something from the node: no command of this bot could have changed the
+        node meanwhile, so what was read may answer a question asked in between (``Cluster.probe_node``).
+        """
+        return self._slot(node).generation
 
     async def _connect(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
         known_hosts, key = _local_files(node)
@@ -252,46 +274,104 @@ class NodePool:
         return conn
 
     async def _connection(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
+        """The node's pooled connection, made when there is none.
+
+        Waiting while another caller connects is the bot's own wait (it counts against no timeout); when that
+        attempt fails, the callers who waited for it get its answer at once (else each would try again for the
+        node's whole timeout, one after the other: a question to a dead node would wait that long per caller).
+        """
         slot = self._slot(node)
+        asked = time.monotonic()
         async with slot.lock:
-            if slot.conn is None or slot.conn.is_closed():
+            if slot.conn is not None and not slot.conn.is_closed():
+                return slot.conn
+            if slot.failed is not None and slot.failed[0] >= asked:
+                raise NodeUnreachable(slot.failed[1])
+            try:
                 slot.conn = await self._connect(node, limit_s)
+            except NodeUnreachable as e:
+                slot.failed = (time.monotonic(), e.error)
+                raise
+            slot.failed = None
             return slot.conn
 
-    async def run(
-        self, node: Node, command: str, limit_s: float | None = None, stdin: str | None = None
-    ) -> CommandResult:
-        """Run one fixed command on ``node``; raise ``NodeUnreachable`` with the reason on failure."""
-        limit = limit_s if limit_s is not None else node.timeout
-        deadline = time.monotonic() + limit
-        started = time.monotonic()
+    async def _turn(self, node: Node, permits: asyncio.Semaphore, wait_until: float, gate: bool = False) -> None:
+        """Take one of ``permits`` (``node``'s channels, or with ``gate`` the pool's exec gate), waiting inside the
+        bot at most until ``wait_until`` (``loop.time()``); after that, ``NodeUnreachable`` of kind "busy"."""
+        if not permits.locked():
+            await permits.acquire()  # free: taken at once
+            return
         slot = self._slot(node)
-        for attempt in (1, 2):
-            remaining = max(0.5, deadline - time.monotonic())
-            conn = await self._connection(node, remaining)
-            try:
-                async with slot.channels:
-                    remaining = max(0.5, deadline - time.monotonic())
-                    proc = await asyncio.wait_for(self._exec(conn, command, stdin, remaining), remaining + 1)
-            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
-                    ConnectionResetError, BrokenPipeError) as e:
-                # A pooled connection may have died since it was last used: reconnect once.
-                slot.conn = None
-                if attempt == 2:
+        if gate:
+            self._gate_waiting += 1
+        else:
+            slot.waiting += 1
+        try:
+            async with asyncio.timeout_at(wait_until):
+                await permits.acquire()
+        except TimeoutError:
+            raise NodeUnreachable(busy_error(node, self._gate_waiting if gate else slot.waiting, gate)) from None
+        finally:
+            if gate:
+                self._gate_waiting -= 1
+            else:
+                slot.waiting -= 1
+
+    def _wait_until(self, limit: float, wait_s: float | None) -> float:
+        """When a command asked now stops waiting inside the bot (``loop.time()``): ``wait_s`` from now, by
+        default the pool's wait or the command's own limit, whichever is longer."""
+        return asyncio.get_running_loop().time() + (wait_s if wait_s is not None else max(self.wait_s, limit))
+
+    async def run(
+        self, node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
+        wait_s: float | None = None, read_only: bool = False,
+    ) -> CommandResult:
+        """Run one fixed command on ``node``; raise ``NodeUnreachable`` with the reason on failure.
+
+        The node's own time is what ``limit_s`` (default: the node's ``timeout``) bounds: connecting (never
+        more than the node's ``timeout``), then the command from the moment it is started. Waiting inside the
+        bot — for a connection another caller is making, for one of the node's ``MAX_CHANNELS``, for a turn at
+        ``EXEC_GATE`` — is not: after ``wait_s`` of it (default: ``QUEUE_WAIT_S`` or ``limit_s``, the longer)
+        the error is of kind "busy", and says so. ``read_only``: the command changes nothing on the node (a
+        probe); any other command changes the node's ``generation`` when it starts and when it ends.
+        """
+        limit = limit_s if limit_s is not None else node.timeout
+        started = time.monotonic()
+        wait_until = self._wait_until(limit, wait_s)
+        slot = self._slot(node)
+        if not read_only:
+            slot.generation += 1
+        try:
+            for attempt in (1, 2):
+                conn = await self._connection(node, limit)
+                await self._turn(node, slot.channels, wait_until)
+                try:
+                    proc = await self._exec(node, conn, command, stdin, limit, wait_until)
+                except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
+                        ConnectionResetError, BrokenPipeError) as e:
+                    # A pooled connection may have died since it was last used: reconnect once.
+                    slot.conn = None
+                    if attempt == 2:
+                        raise NodeUnreachable(describe_error(node, e, limit)) from None
+                    continue
+                except (TimeoutError, asyncssh.TimeoutError) as e:
                     raise NodeUnreachable(describe_error(node, e, limit)) from None
-                continue
-            except (TimeoutError, asyncssh.TimeoutError) as e:
-                raise NodeUnreachable(describe_error(node, e, limit)) from None
-            self.runs += 1
-            return CommandResult(
-                exit_status=proc.exit_status,
-                stdout=_text(proc.stdout),
-                stderr=_text(proc.stderr),
-                elapsed_s=time.monotonic() - started,
-            )
+                finally:
+                    slot.channels.release()
+                self.runs += 1
+                return CommandResult(
+                    exit_status=proc.exit_status,
+                    stdout=_text(proc.stdout),
+                    stderr=_text(proc.stderr),
+                    elapsed_s=time.monotonic() - started,
+                )
+        finally:
+            if not read_only:
+                slot.generation += 1
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None) -> CommandResult:
+    async def ask(self, node: Node, command: str, end: AnswerEnd, limit_s: float | None = None,
+                  wait_s: float | None = None) -> CommandResult:
         """One answer of the persistent session running the fixed ``command`` on ``node`` (opened when there
         is none): one newline written, the answer read up to where ``end`` says it ends. One round trip.
 
@@ -300,14 +380,16 @@ class NodePool:
         one; a session that ended while idle (the node restarted, the connection dropped, its process was
         killed) is replaced at once, as :meth:`run` reconnects once. A session that ends while answering
         gives what it printed and its stderr, as a command that exited would (the caller judges the output).
+        As for :meth:`run`, waiting inside the bot (for an answer the session is still giving someone else,
+        for a channel to open it on) is not the node's time; ``wait_s`` bounds it ("busy").
         """
         if not self._sessions:
             raise RuntimeError("persistent sessions are not allowed on this pool (keep_sessions)")
         limit = limit_s if limit_s is not None else node.timeout
-        deadline = time.monotonic() + limit
+        wait_until = self._wait_until(limit, wait_s)
         started = time.monotonic()
         slot = self._slot(node)
-        async with slot.session_lock:
+        async with slot.session_lock:  # (waiting here is for another caller's answer: not the node's time)
             for attempt in (1, 2):
                 session = slot.session
                 if session is not None and (session.closed or session.command != command
@@ -319,11 +401,11 @@ class NodePool:
                         raise NodeUnreachable(NodeError(
                             kind="other", reason="the persistent session was closed: this replica stopped leading "
                                                  "or is stopping", fix=""))
-                    session = await self._open_session(node, slot, command, end, deadline, limit, attempt)
+                    session = await self._open_session(node, slot, command, end, limit, attempt, wait_until)
                     if session is None:
                         continue  # the connection had died: reconnected, try once more
                 try:
-                    got = await session.answer(max(0.5, deadline - time.monotonic()))
+                    got = await session.answer(limit)  # the node's time: from the trigger on
                 except BaseException as e:
                     self._drop(slot, session)  # mid-answer: what it prints later must not be read as the next
                     if isinstance(e, TimeoutError):
@@ -351,16 +433,15 @@ class NodePool:
                                      elapsed_s=time.monotonic() - started)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _open_session(self, node: Node, slot: _Slot, command: str, end: AnswerEnd, deadline: float,
-                            limit: float, attempt: int) -> _Session | None:
+    async def _open_session(self, node: Node, slot: _Slot, command: str, end: AnswerEnd, limit: float,
+                            attempt: int, wait_until: float) -> _Session | None:
         """Open the persistent session (one channel, held until it closes); None when the pooled connection had
         died and was dropped (the caller tries once more); ``NodeUnreachable`` as :meth:`run` raises it."""
-        conn = await self._connection(node, max(0.5, deadline - time.monotonic()))
-        await slot.channels.acquire()  # released by the session when its channel is gone
+        conn = await self._connection(node, limit)
+        await self._turn(node, slot.channels, wait_until)  # released by the session when its channel is gone
         session = _Session(command, end, slot.channels)
         try:
-            remaining = max(0.5, deadline - time.monotonic())
-            await asyncio.wait_for(self._start_session(conn, session, command), remaining)
+            await self._start_session(node, conn, session, command, limit, wait_until)
         except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
                 ConnectionResetError, BrokenPipeError) as e:
             session.close()
@@ -378,9 +459,14 @@ class NodePool:
         self.session_opens += 1
         return session
 
-    async def _start_session(self, conn: asyncssh.SSHClientConnection, session: _Session, command: str) -> None:
-        async with self._starting:  # its start behind EXEC_GATE, as every command's
-            await conn.create_session(lambda: session, command, encoding=None)
+    async def _start_session(self, node: Node, conn: asyncssh.SSHClientConnection, session: _Session, command: str,
+                             limit: float, wait_until: float) -> None:
+        await self._turn(node, self._starting, wait_until, gate=True)  # its start behind EXEC_GATE, as every command's
+        try:
+            async with asyncio.timeout(limit):
+                await conn.create_session(lambda: session, command, encoding=None)
+        finally:
+            self._starting.release()
 
     @staticmethod
     def _drop(slot: _Slot, session: _Session) -> None:
@@ -388,12 +474,23 @@ class NodePool:
         if slot.session is session:
             slot.session = None
 
-    async def _exec(self, conn: asyncssh.SSHClientConnection, command: str, stdin: str | None,
-                    limit_s: float) -> asyncssh.SSHCompletedProcess:
-        """``conn.run(command, check=False, input=stdin, timeout=limit_s)``, its start behind ``EXEC_GATE``."""
-        async with self._starting:
-            process = await conn.create_process(command, input=stdin)
-        return await process.wait(check=False, timeout=limit_s)
+    async def _exec(self, node: Node, conn: asyncssh.SSHClientConnection, command: str, stdin: str | None,
+                    limit_s: float, wait_until: float) -> asyncssh.SSHCompletedProcess:
+        """``conn.run(command, check=False, input=stdin, timeout=limit_s)``, its start behind ``EXEC_GATE``: the
+        wait for a turn there is the bot's (``wait_until``), ``limit_s`` runs from the exec request on."""
+        await self._turn(node, self._starting, wait_until, gate=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                process = await conn.create_process(command, input=stdin)
+        finally:
+            self._starting.release()
+        try:
+            return await process.wait(check=False, timeout=max(0.0, deadline - loop.time()))
+        except asyncssh.TimeoutError:
+            process.close()  # its channel would hold one of sshd's MaxSessions until the command ends
+            raise
 
     async def close(self) -> None:
         """Close every pooled connection (and the sessions on them)."""
@@ -499,6 +596,17 @@ def _text(v: object) -> str:
     if isinstance(v, bytes):
         return v.decode("utf-8", "replace")
     return str(v)
+
+
+def busy_error(node: Node, waiting: int, gate: bool = False) -> NodeError:
+    """The bot itself is the bottleneck (the node was not asked): say so, and never blame the node."""
+    questions = f"{waiting} question{'s are' if waiting != 1 else ' is'} waiting"
+    if gate:
+        reason = f"inferbot is busy: {questions} to be started on the nodes; {node.name} was not asked"
+    else:
+        reason = (f"inferbot is busy: {questions} for {node.name} (all {MAX_CHANNELS} of its SSH channels are in "
+                  f"use); it was not asked")
+    return NodeError(kind="busy", reason=reason, fix="try again in a moment")
 
 
 def describe_error(node: Node, e: BaseException, timeout: float) -> NodeError:

@@ -339,6 +339,11 @@ class SimNode:
         data.update(changes)
         _write_atomic(path, json.dumps(data))
 
+    def log_line(self, unit: str, text: str) -> None:
+        """One line in ``unit``'s journal as its main process would write it (what a request log can carry)."""
+        u = self.units[unit]
+        self._jwrite(_now_us(), u.invocation, u.name, f"vllm[{u.main_pid}]", text)
+
     def set_hung_systemctl(self, hung: bool) -> None:
         self._flag("hung_systemctl", hung)
 

@@ -1,7 +1,12 @@
-"""The typed records the store returns (pydantic), and the restart-request state machine."""
+"""The typed records the store returns (pydantic), and the request state machine.
+
+Plain pydantic (no SQLAlchemy): handlers import these and :mod:`services.store.ports` without paying for the
+database code.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -11,6 +16,10 @@ from services.models import FlagValue
 
 LoadOutcome = Literal["ready", "failed", "timeout"]
 FollowReason = Literal["restart", "unplanned"]
+RequestKind = Literal["restart", "bench"]
+"""What a confirmable request does once confirmed (its row's ``kind``; ids of ``bench`` requests start with
+``b-``, which is what told them apart before the column, and what migration 0004 filled it in from)."""
+REQUEST_KINDS: tuple[RequestKind, ...] = ("restart", "bench")
 RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
 
 REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -23,7 +32,7 @@ REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
     "expired": frozenset(),
     "refused": frozenset(),
 }
-"""The restart-request state machine: which states each state may move to."""
+"""The request state machine (every kind): which states each state may move to."""
 
 
 
@@ -94,9 +103,10 @@ class LockRecord(_Record):
 
 
 class RestartRequest(_Record):
-    """A restart request and where it is in the confirmation flow."""
+    """A confirmable request (a restart, a benchmark: ``kind``) and where it is in the confirmation flow."""
 
     id: str
+    kind: RequestKind
     service: str
     node: str
     unit: str
@@ -128,7 +138,7 @@ class RestartRecord(_Record):
 AWAITING_START = "before:"
 """The invocation id of a follow recorded before its restart command ran: ``before:<the old invocation id>``
 until a poll (or the command's result) sees the new start. Replacing it with the real id is the same load
-going on, not a new one (:meth:`services.store.store.Store.upsert_follow`)."""
+going on, not a new one (:meth:`services.store.ports.Follows.upsert`)."""
 
 
 class Follow(_Record):
@@ -216,6 +226,15 @@ class MetricPoint(_Record):
     running: float | None = None
     waiting: float | None = None
     kv_cache_usage: float | None = None  # fraction 0..1
+
+
+@dataclass(frozen=True)
+class RateVerdict:
+    """May this person be answered now; if not, in how many seconds, and must they be told (once)."""
+
+    allowed: bool
+    retry_in: int = 0
+    notify: bool = False
 
 
 class Silence(BaseModel):

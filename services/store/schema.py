@@ -1,5 +1,9 @@
-"""The store's tables (SQLAlchemy Core) and the UTC datetime type they use; the schema's versions are
-Alembic migrations (``services/store/migrations``)."""
+"""Every table of the state store (SQLAlchemy Core) and the UTC datetime type they use.
+
+This is the one place a table is declared; the schema's versions are Alembic migrations
+(``services/store/migrations``), which are the only thing that creates or changes tables. A test holds the
+two equal (``alembic check``: nothing to generate).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 """The newest migration's revision (``migrations/versions``). The store compares the database's version
 with it in one plain query and imports Alembic only when they differ (an upgrade, or a refusal): Alembic
 costs every ``inferbot`` process ~70 ms of CPU to import. A test holds it equal to Alembic's head."""
@@ -111,8 +115,10 @@ locks = Table(
 )
 
 requests = Table(
+    # Confirmable requests (a restart, a benchmark): one row each, every click a compare-and-set on its state.
     "inferbot_requests", metadata,
     Column("id", String(200), primary_key=True),
+    Column("kind", String(20), nullable=False),  # records.RequestKind; migration 0004 added it
     Column("service", String(200), nullable=False),
     Column("node", String(200), nullable=False),
     Column("unit", String(300), nullable=False),
@@ -252,4 +258,50 @@ bench_runs = Table(
     Column("text", Text),
     Column("status", String(20)),
     Column("data", JSON),
+)
+
+
+events_seen = Table(
+    # Slack event ids already taken by one replica: the same event delivered twice is answered once.
+    "inferbot_events_seen", metadata,
+    Column("event_id", String(200), primary_key=True),
+    Column("seen_at", UTCDateTime, nullable=False),
+    Index("ix_inferbot_events_seen_at", "seen_at"),
+)
+
+rate_hits = Table(
+    # Per person: when their answered questions of the last minute came (epoch seconds), and when they
+    # were last told they are over the limit.
+    "inferbot_rate_hits", metadata,
+    Column("user_id", String(200), primary_key=True),
+    Column("hits", JSON, nullable=False),
+    Column("told_at", Float),
+)
+
+progress_pacing = Table(
+    # When each follow's progress message was last edited, and in which phase (edits are paced).
+    "inferbot_progress_pacing", metadata,
+    Column("follow_key", String(300), primary_key=True),
+    Column("edited_at", UTCDateTime, nullable=False),
+    Column("phase", String(40)),
+)
+
+silences = Table(
+    # ``silence kimi 2h``: one row per service while its notices are held back.
+    "inferbot_silences", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("until", UTCDateTime, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("by", String(200), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+)
+
+health_memos = Table(
+    # What the health watcher remembers of each service between two looks (records.HealthMemo as JSON).
+    "inferbot_health_watch", metadata,
+    Column("service", String(200), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("data", JSON, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
 )

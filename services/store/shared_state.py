@@ -12,64 +12,26 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, Column, Connection, Float, Index, MetaData, String, Table, delete, select, update
+from sqlalchemy import Connection, Table, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
 
-from services.store.schema import UTCDateTime, audit_log
-from services.store.store import Store
+from services.store.engine import Database, Repository, writing
+from services.store.ports import SharedState
+from services.store.records import RateVerdict
+from services.store.schema import events_seen, progress_pacing, rate_hits
 
-__all__ = [
-    "EVENT_TTL_S",
-    "RateVerdict",
-    "audited",
-    "claim_event",
-    "claim_progress_edit",
-    "forget_progress",
-    "metadata",
-    "rate_check",
-    "release_progress_edit",
-]
+__all__ = ["EVENT_TTL_S", "RATE_WINDOW_S", "SharedStateRepo"]
 
 EVENT_TTL_S = 3600.0
 """How long a seen event id is remembered (Slack redelivers within minutes)."""
 _PRUNE_EVERY_S = 60.0
 RATE_WINDOW_S = 60.0
 
-metadata = MetaData()
-
-events_seen = Table(
-    # Slack event ids already taken by one replica: the same event delivered twice is answered once.
-    "inferbot_events_seen", metadata,
-    Column("event_id", String(200), primary_key=True),
-    Column("seen_at", UTCDateTime, nullable=False),
-    Index("ix_inferbot_events_seen_at", "seen_at"),
-)
-
-rate_hits = Table(
-    # Per person: when their answered questions of the last minute came (epoch seconds), and when they
-    # were last told they are over the limit.
-    "inferbot_rate_hits", metadata,
-    Column("user_id", String(200), primary_key=True),
-    Column("hits", JSON, nullable=False),
-    Column("told_at", Float),
-)
-
-progress_pacing = Table(
-    # When each follow's progress message was last edited, and in which phase (edits are paced).
-    "inferbot_progress_pacing", metadata,
-    Column("follow_key", String(300), primary_key=True),
-    Column("edited_at", UTCDateTime, nullable=False),
-    Column("phase", String(40)),
-)
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_pruned: weakref.WeakKeyDictionary[Store, float] = weakref.WeakKeyDictionary()
 
 
 def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
@@ -84,39 +46,32 @@ def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bo
     return conn.execute(stmt.returning(pk)).first() is not None
 
 
-async def claim_event(store: Store, event_id: str, now: datetime) -> bool:
-    """True for the first replica to see ``event_id`` (within :data:`EVENT_TTL_S`), False for every other."""
-    mono = time.monotonic()
-    prune = mono - _pruned.get(store, -_PRUNE_EVERY_S) >= _PRUNE_EVERY_S
-    if prune:
-        _pruned[store] = mono
+class SharedStateRepo(Repository, SharedState):
+    """:class:`~services.store.ports.SharedState` on ``inferbot_events_seen``, ``inferbot_rate_hits`` and
+    ``inferbot_progress_pacing``."""
 
-    def claim(conn: Connection) -> bool:
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._pruned_at = -_PRUNE_EVERY_S  # monotonic time this process last pruned old event ids
+
+    async def claim_event(self, event_id: str, now: datetime) -> bool:
+        mono = time.monotonic()
+        prune = mono - self._pruned_at >= _PRUNE_EVERY_S
+        if prune:
+            self._pruned_at = mono
+        return await self._claim_event(event_id, now, prune)
+
+    @writing
+    def _claim_event(self, conn: Connection, event_id: str, now: datetime, prune: bool) -> bool:
         if prune:
             conn.execute(delete(events_seen).where(events_seen.c.seen_at < now - timedelta(seconds=EVENT_TTL_S)))
         return _insert_ignore(conn, events_seen, {"event_id": event_id, "seen_at": now})
 
-    return await store.run_write(claim)
+    async def rate_check(self, user: str, per_minute: int, now: float | None = None) -> RateVerdict:
+        return await self._rate_check(user, per_minute, time.time() if now is None else now)
 
-
-@dataclass(frozen=True)
-class RateVerdict:
-    """May this person be answered now; if not, in how many seconds, and must they be told (once)."""
-
-    allowed: bool
-    retry_in: int = 0
-    notify: bool = False
-
-
-async def rate_check(store: Store, user: str, per_minute: int, now: float | None = None) -> RateVerdict:
-    """At most ``per_minute`` answers per person in any 60 s, counted over every replica.
-
-    The first refusal in a window is to be answered (``notify``), later ones silently dropped. ``now`` is
-    epoch seconds (wall clock: replicas share no monotonic clock).
-    """
-    at = time.time() if now is None else now
-
-    def check(conn: Connection) -> RateVerdict:
+    @writing
+    def _rate_check(self, conn: Connection, user: str, per_minute: int, at: float) -> RateVerdict:
         _insert_ignore(conn, rate_hits, {"user_id": user, "hits": [], "told_at": None})
         row = conn.execute(select(rate_hits).where(rate_hits.c.user_id == user).with_for_update()).one()
         hits = [float(h) for h in row.hits if float(h) > at - RATE_WINDOW_S]
@@ -134,16 +89,10 @@ async def rate_check(store: Store, user: str, per_minute: int, now: float | None
         conn.execute(update(rate_hits).where(rate_hits.c.user_id == user).values(hits=hits, told_at=told))
         return verdict
 
-    return await store.run_write(check)
-
-
-async def claim_progress_edit(store: Store, key: str, phase: str | None, min_interval_s: float,
-                              now: datetime) -> bool:
-    """Claim the next edit of follow ``key``'s progress message: True when ``min_interval_s`` has passed
-    since the last edit or the phase changed; one winner however many pollers (or leaders) race."""
-    cutoff = now - timedelta(seconds=min_interval_s)
-
-    def claim(conn: Connection) -> bool:
+    @writing
+    def claim_progress_edit(self, conn: Connection, key: str, phase: str | None, min_interval_s: float,
+                            now: datetime) -> bool:
+        cutoff = now - timedelta(seconds=min_interval_s)
         _insert_ignore(conn, progress_pacing, {"follow_key": key, "edited_at": _EPOCH, "phase": None})
         c = progress_pacing.c
         result = conn.execute(update(progress_pacing)
@@ -151,31 +100,10 @@ async def claim_progress_edit(store: Store, key: str, phase: str | None, min_int
                               .values(edited_at=now, phase=phase))
         return result.rowcount == 1
 
-    return await store.run_write(claim)
-
-
-async def release_progress_edit(store: Store, key: str) -> None:
-    """The claimed edit did not reach Slack: the next poll may edit again at once."""
-    def release(conn: Connection) -> None:
+    @writing
+    def release_progress_edit(self, conn: Connection, key: str) -> None:
         conn.execute(update(progress_pacing).where(progress_pacing.c.follow_key == key).values(edited_at=_EPOCH))
 
-    await store.run_write(release)
-
-
-async def audited(store: Store, event: str, request_id: str) -> bool:
-    """True when the audit log has ``event`` for restart request ``request_id``."""
-
-    def find(conn: Connection) -> bool:
-        return conn.execute(select(audit_log.c.id).where(audit_log.c.event == event,
-                                                         audit_log.c.request_id == request_id).limit(1)).first() \
-            is not None
-
-    return await store.run_read(find)
-
-
-async def forget_progress(store: Store, key: str) -> None:
-    """A new load (or the end of one): its progress message starts unpaced."""
-    def forget(conn: Connection) -> None:
+    @writing
+    def forget_progress(self, conn: Connection, key: str) -> None:
         conn.execute(delete(progress_pacing).where(progress_pacing.c.follow_key == key))
-
-    await store.run_write(forget)

@@ -96,8 +96,9 @@ class AppFactory:
         self.client = client
         self.apps: list[Any] = []
 
-    def __call__(self, rt: Runtime, rate_limit: int = 10, process_before_response: bool = False) -> Any:
-        app = build_app(rt, SlackSettings(rate_limit_per_minute=rate_limit), client=self.client,
+    def __call__(self, rt: Runtime, rate_limit: int = 10, process_before_response: bool = False,
+                 settings: SlackSettings | None = None) -> Any:
+        app = build_app(rt, settings or SlackSettings(rate_limit_per_minute=rate_limit), client=self.client,
                         process_before_response=process_before_response, signing_secret=SIGNING_SECRET)
         self.apps.append(app)
         return app

@@ -46,8 +46,9 @@ def _maybe_json(v: str) -> Any:
     return v
 
 
-# Slack's documented Block Kit limits (what views.publish checks before it accepts a view).
+# Slack's documented Block Kit limits (what views.publish and chat.postMessage check before they accept blocks).
 VIEW_MAX_BLOCKS = 100
+MESSAGE_MAX_BLOCKS = 50
 _BLOCK_TYPES = {"section", "context", "divider", "header", "actions", "image", "input", "rich_text"}
 
 
@@ -63,10 +64,27 @@ def view_problems(view: Any, kind: str) -> list[str]:
     blocks = view.get("blocks")
     if not isinstance(blocks, list) or not blocks:
         return [*out, "view has no blocks"]
-    if len(blocks) > VIEW_MAX_BLOCKS:
-        out.append(f"{len(blocks)} blocks (max {VIEW_MAX_BLOCKS})")
     if len(str(view.get("private_metadata", ""))) > 3000:
         out.append("private_metadata over 3000 characters")
+    return out + block_problems(blocks, VIEW_MAX_BLOCKS)
+
+
+def message_problems(blocks: Any) -> list[str]:
+    """Why Slack would refuse a message's ``blocks`` (``chat.postMessage`` / ``chat.update``): [] when valid."""
+    if isinstance(blocks, str):
+        blocks = _maybe_json(blocks)
+    if blocks in (None, "", []):
+        return []  # a text-only message
+    if not isinstance(blocks, list):
+        return ["blocks is not a list"]
+    return block_problems(blocks, MESSAGE_MAX_BLOCKS)
+
+
+def block_problems(blocks: list[Any], max_blocks: int) -> list[str]:
+    """Why Slack would refuse these blocks (per-block limits of the Block Kit reference); [] when valid."""
+    out: list[str] = []
+    if len(blocks) > max_blocks:
+        out.append(f"{len(blocks)} blocks (max {max_blocks})")
     action_ids: set[str] = set()
 
     def text_ok(obj: Any, limit: int, where: str) -> None:
@@ -152,6 +170,7 @@ class FakeSlack:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.invalid_views: list[list[str]] = []  # why views.publish refused a view, per refused call
+        self.invalid_messages: list[list[str]] = []  # why chat.postMessage / chat.update refused blocks
 
     # -- lifecycle
     async def start(self) -> FakeSlack:
@@ -250,6 +269,9 @@ class FakeSlack:
         if method == "auth.test":
             return {"ok": True, "url": "https://fake.slack/", "team": "Fake", "user": "inferbot",
                     "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        if method in ("chat.postMessage", "chat.update") and (problems := message_problems(body.get("blocks"))):
+            self.invalid_messages.append(problems)
+            return {"ok": False, "error": "invalid_blocks", "response_metadata": {"messages": problems}}
         if method in ("chat.postMessage", "chat.update"):
             ts = body.get("ts") or f"{1_700_000_000 + next(self._ts)}.000100"
             return {"ok": True, "channel": body.get("channel"), "ts": ts,

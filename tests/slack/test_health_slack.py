@@ -137,7 +137,7 @@ async def test_silence_from_slack_holds_back_notices_and_shows_on_home(health_bo
     await health_now(b, 503)
     await looks(b, 4)
     assert fs.texts(NOTIFY) == []
-    entries = await b.rt.store.recent_audit("kimi", limit=50)
+    entries = await b.rt.store.audit.recent("kimi", limit=50)
     held = [e.detail for e in entries if e.event == "notice.suppressed"]
     assert any("is unhealthy" in d and "silenced until" in d and "planned NCCL upgrade" in d for d in held), held
     assert any(e.event == "silence.set" and e.who == ALICE for e in entries)

@@ -181,7 +181,7 @@ async def test_two_replicas_exactly_once_through_a_leader_kill(make_cluster: Mak
             watcher = Store(pg_server.url(db))
             try:
                 for _ in range(300):
-                    if "restart.executed" in [e.event for e in await watcher.recent_audit(limit=50)]:
+                    if "restart.executed" in [e.event for e in await watcher.audit.recent(limit=50)]:
                         break
                     await asyncio.sleep(0.1)
             finally:
@@ -205,8 +205,8 @@ async def test_two_replicas_exactly_once_through_a_leader_kill(make_cluster: Mak
         assert len(progress()) == 1  # one progress message for the whole load, across the failover
         store = Store(pg_server.url(db))
         try:
-            events = [e.event for e in await store.recent_audit(limit=200)]
-            follow = await store.get_follow("kimi@gpu-a")
+            events = [e.event for e in await store.audit.recent(limit=200)]
+            follow = await store.follows.get("kimi@gpu-a")
         finally:
             await store.close()
         assert follow is not None and follow.progress_message_ts and follow.outcome == "ready"

@@ -39,7 +39,7 @@ async def test_allowed_user_asking_about_restarts_gets_no_restart_button(slack_b
         assert "restart_confirm" not in bodies and "restart_cancel" not in bodies, text
         assert ("who may restart" in bodies) if text in QUESTIONS else ("I won't restart anything" in bodies), text
     assert b.rt.store is not None
-    assert [e.event for e in await b.rt.store.recent_audit("kimi")] == []  # nothing was even requested
+    assert [e.event for e in await b.rt.store.audit.recent("kimi")] == []  # nothing was even requested
     # The imperative, from the same person, still posts the confirmation.
     await b.mention("restart kimi", user=BOB, ts="1700000300.000100")
     await until(lambda: "restart_confirm" in json.dumps(posted(fs, "1700000300.000100")), 20, "the confirmation")

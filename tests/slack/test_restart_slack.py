@@ -155,7 +155,7 @@ async def confirmation(b: SlackBotUnderTest) -> tuple[str, str]:
     # person's click does (and a click that still beats it carries the ts: bot/slack/restart_actions.py records it).
     deadline = asyncio.get_running_loop().time() + 10
     while True:
-        req = await b.rt.store.get_request(rid)
+        req = await b.rt.store.requests.get(rid)
         if (req is not None and req.message_ts) or asyncio.get_running_loop().time() > deadline:
             break
         await asyncio.sleep(0.02)
@@ -192,7 +192,7 @@ async def test_slack_restart_confirmed_ready_once_despite_outage(slack_bot: Any)
     refusals = [c.body["text"] for c in fs.calls_to("chat.postEphemeral")]
     assert any("refused: already confirmed by" in t for t in refusals), refusals
     assert b.rt.store is not None
-    executed = [e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.executed"]
+    executed = [e for e in await b.rt.store.audit.recent("kimi") if e.event == "restart.executed"]
     assert len(executed) == 1
 
 

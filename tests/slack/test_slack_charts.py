@@ -32,9 +32,9 @@ async def test_chart_is_uploaded_into_the_asking_thread(fake_slack: FakeSlack, m
         assert rt.store is not None
         now = datetime.now(UTC)
         for i in range(20):
-            await rt.store.record_metric_sample("kimi", "gpu-a", now - timedelta(minutes=20 - i),
-                                                generation_total=6000.0 * i, prompt_total=12000.0 * i,
-                                                running=4, waiting=1, kv_cache_usage=0.3)
+            await rt.store.samples.record("kimi", "gpu-a", now - timedelta(minutes=20 - i),
+                                          generation_total=6000.0 * i, prompt_total=12000.0 * i,
+                                          running=4, waiting=1, kv_cache_usage=0.3)
         app = make_app(rt)
         http = await serve_http(app)
         await http.post_event(event_body(mention("chart throughput kimi last 6h", ts=THREAD)))
@@ -68,9 +68,9 @@ async def test_failed_chart_upload_says_so_in_the_thread(fake_slack: FakeSlack, 
         assert rt.store is not None
         now = datetime.now(UTC)
         for i in range(3):
-            await rt.store.record_metric_sample("kimi", "gpu-a", now - timedelta(minutes=3 - i),
-                                                generation_total=600.0 * i, prompt_total=0.0, running=1,
-                                                waiting=0, kv_cache_usage=0.1)
+            await rt.store.samples.record("kimi", "gpu-a", now - timedelta(minutes=3 - i),
+                                          generation_total=600.0 * i, prompt_total=0.0, running=1,
+                                          waiting=0, kv_cache_usage=0.1)
         app = make_app(rt)
         http = await serve_http(app)
         await http.post_event(event_body(mention("chart throughput kimi", ts=THREAD)))

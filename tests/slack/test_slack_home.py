@@ -293,14 +293,14 @@ async def test_unauthorised_restart_click_is_refused_in_a_dm_and_audited(fake_sl
     assert "not allowed" in text and "Home tab" in text
     assert "restart_confirm" not in json.dumps(dm.body["blocks"])
     assert rt.store is not None
-    entries = await rt.store.recent_audit("kimi")
+    entries = await rt.store.audit.recent("kimi")
     assert [e.event for e in entries] == ["restart.refused"] and entries[0].who == EVE
     # Allowed, but the node is unreachable: the same state checks as `restart kimi` refuse it, in her DM.
     await click(http, "home_restart", "kimi@gpu-a", ALICE)
     await fake_slack.wait_for("chat.postMessage", 2, within=10)
     second = fake_slack.calls_to("chat.postMessage")[1]
     assert "unreachable" in all_text(second.body["blocks"])
-    assert not [e for e in await rt.store.recent_audit("kimi") if e.event in ("restart.requested", "restart.executed")]
+    assert not [e for e in await rt.store.audit.recent("kimi") if e.event in ("restart.requested", "restart.executed")]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -331,16 +331,16 @@ async def test_home_restart_click_posts_the_usual_confirmation_and_runs_nothing(
     actions = next(blk for blk in body["blocks"] if blk["type"] == "actions")["elements"]
     assert [a["action_id"] for a in actions] == ["restart_confirm", "restart_cancel"]
     rid = actions[0]["value"]
-    req = await b.rt.store.get_request(rid)
+    req = await b.rt.store.requests.get(rid)
     assert req is not None and req.state == "pending" and req.requested_by == ALICE and req.message_channel == OPS
-    events = [e.event for e in await b.rt.store.recent_audit("kimi")]
+    events = [e.event for e in await b.rt.store.audit.recent("kimi")]
     assert "restart.requested" in events and "restart.executed" not in events  # nothing ran
     # Only the usual confirmation runs it (same guard: BOB may confirm).
     await b.click("restart_confirm", rid, BOB, req.message_ts or "")
     await until(lambda: bool(fs.calls_to("chat.update")), 30, "the rewrite")
 
     async def executed() -> int:
-        return len([e for e in await b.rt.store.recent_audit("kimi") if e.event == "restart.executed"])
+        return len([e for e in await b.rt.store.audit.recent("kimi") if e.event == "restart.executed"])
 
     for _ in range(200):
         if await executed():

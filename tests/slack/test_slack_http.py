@@ -45,19 +45,23 @@ async def test_stale_timestamp_is_401_and_nothing_posted(fake_slack: FakeSlack, 
     assert fake_slack.calls == []
 
 
-async def test_retry_header_does_not_answer_twice(fake_slack: FakeSlack, make_app, empty_runtime, serve_http):
+async def test_a_retry_is_answered_unless_its_event_was_claimed(fake_slack: FakeSlack, make_app, empty_runtime,
+                                                                 serve_http):
     http = await serve_http(make_app(empty_runtime))
-    body = event_body(mention("help"))
+    body = event_body(mention("help", ts="1700000000.000101"))
     assert (await http.post_event(body))[0] == 200
     await fake_slack.wait_for("chat.postMessage")
-    # Slack's redelivery of the same event (it thought we were too slow): acked, not answered.
+    # Slack's redelivery of the same event (it thought we were too slow): acked, not answered again.
     status, _ = await http.post_event(body, headers={"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"})
     assert status == 200
-    # A retry of an event whose first delivery never arrived is dropped too (Slack's header says it's a retry).
-    status, _ = await http.post_event(event_body(mention("help")), headers={"X-Slack-Retry-Num": "2"})
+    # A retry of an event whose first delivery never reached us (or any replica) is the only delivery: answered.
+    lost = event_body(mention("help", ts="1700000000.000102"))
+    status, _ = await http.post_event(lost, headers={"X-Slack-Retry-Num": "2", "X-Slack-Retry-Reason": "http_error"})
     assert status == 200
+    calls = await fake_slack.wait_for("chat.postMessage", 2)
     await fake_slack.quiet(0.3)
-    assert len(fake_slack.calls_to("chat.postMessage")) == 1
+    assert len(fake_slack.calls_to("chat.postMessage")) == 2
+    assert sorted(c.body["thread_ts"] for c in calls) == ["1700000000.000101", "1700000000.000102"]
 
 
 async def test_slash_command_over_http(fake_slack: FakeSlack, make_app, empty_runtime, serve_http):

@@ -168,3 +168,30 @@ def test_the_front_end_renders_a_big_answer_once_and_lets_its_sections_go() -> N
     assert reply.sections == []
     assert_within_limits(consumed)
     assert "✅" in consumed[0].text and "—" in consumed[-1].blocks[0]["elements"][0]["text"]
+
+
+def test_every_block_fits_a_message_whatever_its_source() -> None:
+    """Blocks whose JSON outweighs a message (a 12.7 KB warning, ten long fields, 25 buttons with long values,
+    text of characters JSON escapes six-fold) are split or redrawn: within every limit, nothing lost."""
+    warning = "⚠ the running server's flags differ: --chat-template (unset) → " + "{{ '<|im_start|>' }}" * 640
+    quotes = '"' * 2900
+    controls = "\x01" * 2900
+    fields = [(f"fact{j}", f"{j}:" + "v" * 1980) for j in range(10)]
+    actions = [Action(action_id=f"act_{i}", text=f"Button {i}", value=f"{i}:" + "k" * 1990) for i in range(25)]
+    reply = Reply(intent="status", title="Status", sections=[
+        Section(kind="context", title="Warnings", text=warning),
+        Section(kind="fields", fields=fields),
+        Section(kind="text", text=quotes),
+        Section(kind="code", title="bytes", text=controls),
+    ], actions=actions)
+    messages = render_messages(reply)
+    assert_within_limits(messages)
+    dicts = [b for m in messages for b in m.block_dicts()]
+    flat = all_text(dicts)
+    assert escape(warning).replace("\n", "") in "".join(
+        all_text([b]).replace("\n", "") for b in dicts if b["type"] == "context" and "continued (part" not in
+        all_text([b]))
+    assert all(f"{j}:" + "v" * 1980 in flat for j in range(10))
+    assert flat.count('"') >= 2900 and flat.count("\x01") >= 2900
+    values = [e["value"] for b in dicts if b["type"] == "actions" for e in b["elements"]]
+    assert values == [a.value for a in actions]  # every button, its value whole

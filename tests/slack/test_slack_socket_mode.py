@@ -37,6 +37,17 @@ async def test_redelivered_envelope_is_acked_not_answered(fake_slack: FakeSlack,
     assert len(fake_slack.calls_to("chat.postMessage")) == 1
 
 
+async def test_a_retried_envelope_nobody_saw_is_answered(fake_slack: FakeSlack, make_app, empty_runtime,
+                                                         socket_mode):
+    await socket_mode(make_app(empty_runtime))
+    # The first delivery went to a connection that died before acking it: Slack's retry is the only one.
+    body = event_body(mention("help", ts="1700000000.000600"))
+    env = await fake_slack.send_envelope("events_api", body, retry_attempt=1, retry_reason="timeout")
+    assert await fake_slack.wait_ack(env) == {"envelope_id": env}
+    [call] = await fake_slack.wait_for("chat.postMessage")
+    assert call.body["thread_ts"] == "1700000000.000600"
+
+
 async def test_slash_command_acked_at_once_then_answered_via_response_url(fake_slack: FakeSlack, make_app,
                                                                           empty_runtime, socket_mode):
     await socket_mode(make_app(empty_runtime))

@@ -108,7 +108,7 @@ async def confirmation_of(b: SlackBotUnderTest, prefix: str, thread: str) -> tup
     rid = actions[0]["value"]
     assert b.rt.store is not None
     for _ in range(500):
-        req = await b.rt.store.get_request(rid)
+        req = await b.rt.store.requests.get(rid)
         if req is not None and req.message_ts:
             return rid, req.message_ts
         await asyncio.sleep(0.02)
@@ -152,5 +152,5 @@ async def test_restart_smoke_then_benchmark_then_bench_on_demand(issue14_bot: An
         r"(✅|⚠️) kimi on gpu-a benchmark( regression)?: [\d,.]+ tok/s single-stream, [+\u2212][\d.]+ % vs "
         r"\d{4}-\d\d-\d\d; [\d,.]+ tok/s peak, [+\u2212][\d.]+ %( \(more than 5 % down\))?", mine[0]), mine
     assert b.rt.store is not None
-    events = [e.event for e in await b.rt.store.recent_audit("kimi", 100)]
+    events = [e.event for e in await b.rt.store.audit.recent("kimi", 100)]
     assert events.count("bench.started") == 2 and "bench.click_refused" in events and "bench.confirmed" in events

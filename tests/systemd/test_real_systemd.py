@@ -225,7 +225,7 @@ def _watched(states: list[Any]) -> list[tuple[Any, ...]]:
 def _loop_pids(node: RealNode) -> list[int]:
     """The node's persistent session loops (the watch probe's ``sh -c`` with its read loop)."""
     # ("[t]": this grep's own command line does not match its pattern.)
-    out = node.container.run("sh", "-c", "grep -l 'while IFS= read -r [t]; do' /proc/[0-9]*/cmdline 2>/dev/null",
+    out = node.container.run("sh", "-c", "grep -l 'while IFS= read -r [_]; do' /proc/[0-9]*/cmdline 2>/dev/null",
                              check=False).stdout
     return [int(p.split("/")[2]) for p in out.split()]
 

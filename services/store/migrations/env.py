@@ -7,18 +7,13 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from services.store import health_state  # its tables (silences, the health watch) join the store's metadata
 from services.store.migrate import include_object
-from services.store.schema import metadata as store_metadata
-from services.store.shared_state import metadata as shared_metadata
+from services.store.schema import metadata  # every table of the store is declared there
 
-# The schema is every table of the store: health_state's are on the same metadata only once that module is
-# imported, which the code of a question no longer does (docs/architecture.md, "Lazy imports").
-assert health_state.silences.metadata is store_metadata
 connection = context.config.attributes.get("connection")
 if not isinstance(connection, Connection):
     raise RuntimeError("run migrations through services.store.migrate.upgrade (it passes the connection)")
-context.configure(connection=connection, target_metadata=[store_metadata, shared_metadata],
+context.configure(connection=connection, target_metadata=metadata,
                   include_object=include_object,
                   render_as_batch=True,  # SQLite alters tables by copying them
                   compare_type=True)
