@@ -157,7 +157,7 @@ async def test_a_fresh_bot_learns_served_model_names_from_the_nodes(make_cluster
     async with runtime(cluster.config) as rt:
         ctx = rt.context(Asker(surface="json"))
         assert rt.store is not None
-        assert await rt.store.latest_snapshots("kimi", "gpu-a", limit=1) == []  # nothing seen yet
+        assert await rt.store.snapshots.latest("kimi", "gpu-a", limit=1) == []  # nothing seen yet
         for text in ("settings for kimi-k2.5", "is k2.5 up?", "logs for /shared/kimi-k2.5-int4"):
             reply = await answer(text, ctx)
             assert reply.ok and reply.title != "Unknown service or node", text

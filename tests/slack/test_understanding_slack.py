@@ -46,7 +46,7 @@ async def test_a_restart_that_is_not_an_order_posts_no_confirmation(slack_bot: A
         bodies = json.dumps(posted(fs, ts))
         assert "restart_confirm" not in bodies and "restart_cancel" not in bodies, text
     assert b.rt.store is not None
-    assert [e.event for e in await b.rt.store.recent_audit("kimi")] == []  # not even requested
+    assert [e.event for e in await b.rt.store.audit.recent("kimi")] == []  # not even requested
     # In doubt, it asks, and says what to type.
     bodies = json.dumps(posted(fs, asked[4][1]))
     assert "Did you want me to restart kimi?" in bodies and "restart kimi" in bodies
@@ -89,5 +89,5 @@ async def test_a_restart_suggestion_clicked_asks_for_the_confirmation_and_restar
     await until(lambda: any("restart_confirm" in json.dumps(m.get("blocks", [])) for m in fs.delivered), 20,
                 "the confirmation")
     assert b.rt.store is not None
-    events = [e.event for e in await b.rt.store.recent_audit("kimi")]
+    events = [e.event for e in await b.rt.store.audit.recent("kimi")]
     assert events == ["restart.requested"]  # asked for, never executed without Confirm
