@@ -7,13 +7,30 @@ import logging
 import time
 
 from bot.router import Aliases, Intent, route, service_aliases
-from handlers.context import Context, Request
+from bot.understanding.commands_text import command_text
+from bot.understanding.markup import Message
+from handlers import help as help_handler
+from handlers.context import Context, Request, Understood
 from handlers.reply import Reply, Section
+from services.node.probe import ProbeOptions
 
 log = logging.getLogger("inferbot.dispatch")
 
 COLLECT_FROM_NODES = 64
 """An answer about this many nodes or more is followed by one full collection of the garbage collector."""
+
+# What a fresh bot asks the nodes to learn served model names and model paths: the unit and the process's
+# command line, nothing slow (no GPUs, journal, /metrics or API).
+NAMES_PROBE = ProbeOptions(gpus=False, journal_lines=0, metrics_samples=0, http_timeout_s=1.0, api_info=False)
+MAX_SUGGESTIONS = help_handler.MAX_SUGGESTIONS
+suggestion_actions = help_handler.suggestion_actions
+
+
+def understood(intent: Intent) -> Understood:
+    """What the router read, as the reply says it back (``data.understood``)."""
+    return Understood(
+        intent=intent.intent or intent.command.name, services=intent.named_services, nodes=intent.named_nodes,
+        score=intent.score, asked=intent.asked, suggestions=intent.offers, note=intent.note)
 
 
 def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
@@ -31,11 +48,17 @@ def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
         known.append("services: " + ", ".join(names))
     if nodes:
         known.append("nodes: " + ", ".join(nodes))
+    verb = intent.intent if intent.intent and intent.intent != "unclear" else "status"
+    commands = [command_text(verb, [s for s in ctx.config.services if s.name == n], [], intent.args)
+                if n in names else command_text(verb, [], [n2 for n2 in ctx.config.nodes if n2.name == n])
+                for n in intent.suggestions]
     return Reply(
         intent=intent.command.name, ok=False, title="Unknown service or node", status="warn",
         sections=[Section(kind="text", text=text)]
         + ([Section(kind="context", text="Known " + "; ".join(known))] if known else []),
-        data={"unknown": intent.unknown, "suggestions": intent.suggestions, "services": names, "nodes": nodes},
+        actions=suggestion_actions(commands),
+        data={"unknown": intent.unknown, "suggestions": commands[:MAX_SUGGESTIONS], "services": names,
+              "nodes": nodes},
         error=text,
     )
 
@@ -63,33 +86,83 @@ async def aliases_of(ctx: Context) -> Aliases:
     return service_aliases(ctx.config, served)
 
 
-async def answer(text: str, ctx: Context) -> Reply:
-    """The whole path for one message: route → handler → ``Reply`` (errors become friendly replies)."""
-    started = time.monotonic()
+async def probed_aliases(ctx: Context) -> Aliases:
+    """Served model names and model paths as the nodes say them now: what a fresh bot, with nothing in its
+    store, learns by asking (the unit and the running command line only)."""
+    served: dict[tuple[str, str], list[str]] = {}
+    if not ctx.config.services:
+        return {}
+    snap = await ctx.cluster.snapshot(ctx.config.services, ctx.config.nodes, NAMES_PROBE, node_gpus=False)
+    for st in snap.services:
+        names = st.flags.get("served-model-name")
+        found = [str(n) for n in (names if isinstance(names, list) else [names]) if n]
+        if st.model:
+            found.append(st.model)
+        served[(st.service, st.node)] = found
+    return service_aliases(ctx.config, served)
+
+
+async def read_message(text: str | Message, ctx: Context) -> Intent:
+    """Route ``text``; a word where a name stands that the config does not know is looked up among the
+    services' served model names and model paths (the store's, else the nodes' own)."""
     intent = route(text, ctx.config)
     if intent.unknown:
         # Only a word that names nothing costs the store lookup of model names (most messages never do).
         intent = route(text, ctx.config, await aliases_of(ctx))
+    if intent.unknown:
+        try:
+            intent = route(text, ctx.config, await probed_aliases(ctx))
+        except Exception:
+            log.warning("could not ask the nodes for model names", exc_info=True)
+    return intent
+
+
+def _ask_back(intent: Intent) -> Reply:
+    """Two readings nearly as good: a short question with a button for each."""
+    offers = intent.offers[:MAX_SUGGESTIONS]
+    text = "Did you mean " + " or ".join(f"`{c}`" for c in offers) + "?"
+    return Reply(intent=intent.command.name, ok=False, title="Not sure what you meant", status="info",
+                 sections=[Section(kind="text", text=text + " `help` for everything.")],
+                 actions=suggestion_actions(offers), data={}, error="not sure what was meant")
+
+
+async def _answer(intent: Intent, ctx: Context, text: str | Message) -> tuple[Reply, str]:
+    """The reply for a routed message, and the outcome for the log."""
+    if intent.unknown:
+        return unknown_target_reply(intent, ctx), "unknown-target"
+    u = understood(intent)
+    req = Request(intent=intent.command.name, services=intent.services, nodes=intent.nodes,
+                  explicit_target=intent.explicit_target, args=intent.args, understood=u)
+    if not intent.matched:
+        empty = not (text.plain if isinstance(text, Message) else text).strip()
+        if empty:
+            return await intent.command.handler(ctx, req), "ok"
+        return help_handler.short(req), "not-understood"
+    if intent.asked and not intent.note and len(intent.offers) >= 2:
+        return _ask_back(intent), "asked"
+    reply = await intent.command.handler(ctx, req)
+    if intent.note:
+        # An order in doubt: the answer about it, with the question first.
+        reply.sections.insert(0, Section(kind="text", text=intent.note))
+        reply.actions += suggestion_actions(intent.offers) if intent.command.name != "restarts" else []
+        return reply, "asked"
+    if intent.offers:
+        also = ", ".join(f"`{c}`" for c in intent.offers[:MAX_SUGGESTIONS])
+        reply.sections.append(Section(kind="context", text=f"You also asked: {also} — say it, or press it."))
+        reply.actions += suggestion_actions(intent.offers)
+    return reply, "ok"
+
+
+async def answer(text: str | Message, ctx: Context) -> Reply:
+    """The whole path for one message: route → handler → ``Reply`` (errors become friendly replies).
+
+    ``text`` is what was typed in the terminal, or a Slack message already read (``markup.read``).
+    """
+    started = time.monotonic()
+    intent = await read_message(text, ctx)
     outcome = "ok"
     try:
-        # A word that names nothing we know is never silently dropped ("status gpu-c" is not "status").
-        if intent.unknown:
-            reply = unknown_target_reply(intent, ctx)
-            outcome = "unknown-target"
-        else:
-            args = dict(intent.args)
-            if not intent.matched:
-                hint = "I didn't understand that."
-                if intent.suggestions:
-                    hint += " Did you mean " + " or ".join(f"“{s}”" for s in intent.suggestions) + "?"
-                args["unknown"] = hint
-                outcome = "not-understood"
-            req = Request(intent=intent.command.name, services=intent.services, nodes=intent.nodes,
-                          explicit_target=intent.explicit_target, args=args)
-            reply = await intent.command.handler(ctx, req)
-            if not intent.matched and text.strip():
-                # Help was the fallback, not the answer to what was asked.
-                reply = reply.model_copy(update={"ok": False, "error": "not understood"})
+        reply, outcome = await _answer(intent, ctx, text)
     except Exception:
         # The person gets a short apology; the traceback goes to the log (it holds no message text).
         log.exception("handler %s failed", intent.command.name)
@@ -98,6 +171,8 @@ async def answer(text: str, ctx: Context) -> Reply:
                       sections=[Section(kind="text", text="Sorry — I hit an internal error answering that. "
                                         "It has been logged; please try again or ask an operator.")],
                       error="internal error")
+    reply.data.setdefault("understood", understood(intent).model_dump())
+    reply.data.setdefault("suggestions", list(intent.offers[:MAX_SUGGESTIONS]))
     log.info(
         "answered",
         extra={"event": "answer", "intent": intent.command.name, "user": ctx.asker.user_id,

@@ -58,8 +58,7 @@ def _store(ctx: Context, what: str) -> StateStore | Reply:
 
 def _window(req: Request) -> tuple[int, str | None]:
     """The window asked for (``last 6h``, ``24h``, ``7d``), clamped to what the store keeps."""
-    raw = req.args.get("window_s")
-    window = int(raw) if isinstance(raw, int) and raw > 0 else DEFAULT_WINDOW_S
+    window = req.args.window_s or DEFAULT_WINDOW_S
     if window > MAX_WINDOW_S:
         return MAX_WINDOW_S, "samples are kept for 7 days, so this shows the last 7 days"
     if window < MIN_WINDOW_S:

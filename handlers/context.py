@@ -8,14 +8,50 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol, overload
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from config.models import BotConfig, Node, Service
 from handlers.ports import Dashboards, Jobs, Notifier
 from services.access import GroupLookup, NoGroups
 from services.cluster import Cluster
 from services.store.ports import StateStore
 
-ArgValue = str | int | float | bool | None | list[str]
-"""What a validated request argument may be (the router fills them; no raw message text)."""
+Focus = Literal["flag", "env", "nccl", "model", "flags"]
+
+
+class Args(BaseModel):
+    """A request's typed arguments: what the message says, read by the command that needs it (no raw text).
+
+    Each command declares which of these it reads (``Command.args`` in ``handlers.commands``); the router
+    fills only those, and leaves the rest at their defaults.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lines: int | None = Field(default=None, ge=0)  # logs: how many lines
+    window_s: int | None = Field(default=None, gt=0)  # charts: the time window
+    force: bool = False  # restart: ask for it although a load is in progress
+    focus: Focus | None = None  # settings: one part of the card
+    flag: str | None = None  # the canonical vLLM flag asked about (without ``--``)
+    env: str | None = None  # the environment variable asked about ("NCCL_PROTO")
+    value: str | None = None  # "are we still on NCCL_PROTO=LL?", "tp is 8 right?": the value to check
+    duration_s: float | None = Field(default=None, gt=0)  # silence: for how long
+    reason: str = ""  # silence: why (cleaned: one line, redacted, no markup)
+    negated: bool = False  # restarts: "don't restart kimi"
+
+
+class Understood(BaseModel):
+    """What the bot read in a message, as it says it back (``data.understood``) and as help uses it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    intent: str  # the command chosen ("unclear" when none was placed)
+    services: list[str] = Field(default_factory=list)  # the service names the message named
+    nodes: list[str] = Field(default_factory=list)
+    score: float = 0.0  # how sure: the chosen reading's score (0 = nothing placed)
+    asked: bool = False  # the answer asks back instead of acting ("did you mean …?")
+    suggestions: list[str] = Field(default_factory=list)  # full commands offered ("status kimi")
+    note: str | None = None  # one line said before the answer (a second question offered, a doubt)
 
 
 def utcnow() -> datetime:
@@ -42,7 +78,8 @@ class Request:
     services: list[Service]
     nodes: list[Node]
     explicit_target: bool = False
-    args: dict[str, ArgValue] = field(default_factory=dict)
+    args: Args = field(default_factory=Args)
+    understood: Understood | None = None  # what the router read (None: not from a message, e.g. a button)
 
 
 class _Opening(Protocol):

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from handlers.context import Context, Request
 from handlers.notify import groups_of
-from handlers.reply import Reply, Section
+from handlers.reply import Action, Reply, Section
 from services.access import check_restart_access
 
 # The table is ordered for matching (specific first); people want the everyday questions first.
@@ -35,6 +35,8 @@ class HelpEntry(Protocol):
     def examples(self) -> tuple[str, ...]: ...
     @property
     def restricted(self) -> bool: ...
+    @property
+    def hidden(self) -> bool: ...
 
 
 async def answer(table: Sequence[HelpEntry], ctx: Context, req: Request) -> Reply:
@@ -44,12 +46,9 @@ async def answer(table: Sequence[HelpEntry], ctx: Context, req: Request) -> Repl
     rows = [
         [c.name, c.summary, " · ".join(f"“{e}”" for e in c.examples)]
         for c in sorted(table, key=lambda c: order.get(c.name, len(order)))
-        if c.name != "help" and (not c.restricted or may_restart)
+        if c.name != "help" and not c.hidden and (not c.restricted or may_restart)
     ]
     sections: list[Section] = []
-    unknown = req.args.get("unknown")
-    if isinstance(unknown, str) and unknown:
-        sections.append(Section(kind="text", text=unknown))
     sections.append(Section(kind="table", title="Ask me", headers=["what", "answers", "try"], rows=rows))
     names = sorted({s.name for s in ctx.config.services})
     nodes = sorted({n.name for n in ctx.config.nodes})
@@ -63,3 +62,27 @@ async def answer(table: Sequence[HelpEntry], ctx: Context, req: Request) -> Repl
         sections.append(Section(kind="context", text=hint))
     return Reply(intent="help", title="inferbot — what I can answer", status="info", sections=sections,
                  data={"commands": [r[0] for r in rows], "services": names, "nodes": nodes})
+
+
+SUGGEST_ACTION = "suggest_run"  # the button that runs a suggested command as if the clicker typed it
+SUGGEST_ACTIONS = (SUGGEST_ACTION, f"{SUGGEST_ACTION}_2")  # Slack wants a different id for each button
+MAX_SUGGESTIONS = len(SUGGEST_ACTIONS)
+
+
+def suggestion_actions(commands: list[str]) -> list[Action]:
+    """A button per suggested command (at most two): Slack runs it as if the clicker typed it."""
+    return [Action(action_id=SUGGEST_ACTIONS[i], text=c, value=c) for i, c in enumerate(commands[:MAX_SUGGESTIONS])]
+
+
+def short(req: Request) -> Reply:
+    """A message that could not be placed: at most four lines — what it might have meant, as full commands
+    (buttons in Slack), and "`help` for everything" — never the whole table."""
+    offers = list(req.understood.suggestions[:MAX_SUGGESTIONS]) if req.understood else []
+    if offers:
+        text = "Did you mean " + " or ".join(f"`{c}`" for c in offers) + "?"
+    else:
+        text = "Ask about a service — e.g. `status kimi`, `settings`, `throughput`."
+    return Reply(intent="help", ok=False, title="I'm not sure what you meant", status="info",
+                 sections=[Section(kind="text", text=text), Section(kind="context", text="`help` for everything.")],
+                 actions=suggestion_actions(offers),
+                 data={"suggestions": offers}, error="not understood")

@@ -16,9 +16,9 @@ INLINE_LINES = 40  # more than this goes to Slack as a file (the terminal prints
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """The last lines of the targets' journals."""
-    asked = req.args.get("lines")
-    n = DEFAULT_LINES if not isinstance(asked, int) or asked <= 0 else min(asked, MAX_LINES)
-    note = f"(capped at {MAX_LINES} lines)" if isinstance(asked, int) and asked > MAX_LINES else ""
+    asked = req.args.lines
+    n = DEFAULT_LINES if not asked else min(asked, MAX_LINES)
+    note = f"(capped at {MAX_LINES} lines)" if asked and asked > MAX_LINES else ""
     if not req.explicit_target and len(req.services) > 1:
         names = ", ".join(s.name for s in req.services)
         return Reply(intent="logs", ok=False, error="name one service", title="Which service?", status="info",

@@ -276,7 +276,7 @@ async def impact(ctx: Context, service: Service, st: ServiceState | None) -> tup
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """A restart request: checks, impact, and a confirmation with two buttons."""
-    force = bool(req.args.get("force"))
+    force = req.args.force
     names = sorted({f"{s.name}@{s.node}" for s in req.services})
     if len(req.services) != 1 or not req.explicit_target:
         known = ", ".join(sorted({s.name for s in ctx.config.services})) or "none"

@@ -61,7 +61,7 @@ def how_to(service: Service, several_nodes: bool) -> str:
 
 async def handle(ctx: Context, req: Request) -> Reply:
     """What is known about restarts of the targets (or a short promise, for a negation)."""
-    if req.args.get("negated"):
+    if req.args.negated:
         text = ("OK — I won't restart anything. I only restart a service when someone allowed asks for it "
                 "(“restart kimi”) and it is confirmed with the button.")
         return Reply(intent="restarts", title="I won't restart anything", status="info",

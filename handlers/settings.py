@@ -93,20 +93,58 @@ def service_sections(st: ServiceState, ctx: Context, focus: str | None = None, f
     return out
 
 
-async def handle(ctx: Context, req: Request) -> Reply:
-    """Probe the targets and describe their settings."""
-    focus = req.args.get("focus")
-    raw_flag = req.args.get("flag")
-    flag = raw_flag if isinstance(raw_flag, str) else None
+def env_facts(st: ServiceState, name: str) -> dict[str, object]:
+    """One environment variable of one service: whether it is set, its (redacted) value and where it is set."""
+    value = st.env.get(name)
+    return {"service": st.service, "node": st.node, "set": value is not None, "value": value,
+            "source": st.env_sources.get(name) if value is not None else None}
 
-    # The asked flag's value on each service, read while its record is still there (see service_cards).
+
+def env_sections(st: ServiceState, ctx: Context, name: str, expected: str | None) -> list[Section]:
+    """The card of one service focused on one environment variable (and, when asked, whether it has a value)."""
+    out = [Section(kind="header", title=f"{st.service} on {st.node}", status=STATE_STATUS[st.state]),
+           Section(kind="text", text=state_line(st, ctx.now()))]
+    if st.state == "unreachable":
+        w = warnings_section(st)
+        return out + ([w] if w else [])
+    value = st.env.get(name)
+    if value is None:
+        text = f"{name} is not set for this service (neither in the unit nor in the running process)."
+        if expected is not None:
+            text = f"No — {text}"
+        return [*out, Section(kind="text", text=text)]
+    where = st.env_sources.get(name, "the service's environment")
+    fields = [(name, value), ("set in", where)]
+    if expected is not None:
+        same = value == expected
+        verdict = (f"Yes — {name}={value}." if same else f"No — {name} is {value}, not {expected}.")
+        return [*out, Section(kind="text", text=verdict), Section(kind="fields", fields=fields)]
+    return [*out, Section(kind="fields", fields=fields)]
+
+
+async def handle(ctx: Context, req: Request) -> Reply:
+    """Probe the targets and describe their settings (or one flag, or one environment variable, of them)."""
+    focus, flag, env = req.args.focus, req.args.flag, req.args.env
+    expected = req.args.value
+
+    # The asked flag's (or variable's) value on each service, read while its record is still there (see
+    # service_cards).
     values: list[dict[str, object]] = []
 
     def card(st: ServiceState, c: Context) -> list[Section]:
+        if env:
+            if st.state != "unreachable":
+                values.append(env_facts(st, env))
+            return env_sections(st, c, env, expected)
         if flag and st.state != "unreachable":
             values.append({"service": st.service, "node": st.node, "set": flag in st.flags or flag == "model",
                            "value": (st.model if flag == "model" else st.flags.get(flag))})
-        return service_sections(st, c, focus if isinstance(focus, str) else None, flag)
+            if expected is not None:
+                shown = flag_value(st, flag)
+                same = _same_value(st.model if flag == "model" else st.flags.get(flag), expected)
+                verdict = f"Yes — --{flag} is {shown}." if same else f"No — --{flag} is {shown}, not {expected}."
+                return [*service_sections(st, c, focus, flag), Section(kind="text", text=verdict)]
+        return service_sections(st, c, focus, flag)
 
     cards = await service_cards(ctx, req, SETTINGS_PROBE, card, record=True)
     if not cards.sections:
@@ -114,10 +152,37 @@ async def handle(ctx: Context, req: Request) -> Reply:
         cards.sections.append(Section(kind="text", text=none))
     title = "Current settings" if not req.explicit_target else "Settings for " + ", ".join(
         dict.fromkeys([s.service for s in cards.services] or [n.name for n in req.nodes]))
-    if flag:
-        title = f"--{flag}" + (" of " + ", ".join(dict.fromkeys(s.service for s in cards.services))
-                               if req.explicit_target and cards.services else "")
+    named = (" of " + ", ".join(dict.fromkeys(s.service for s in cards.services))
+             if req.explicit_target and cards.services else "")
+    if env:
+        title = (f"{env}={expected}?" if expected is not None else env) + named
+    elif flag:
+        title = f"--{flag}" + named
     reply = cards_reply("settings", title, cards)
-    if flag:
-        reply.data["flag"] = {"name": flag, "values": values}
+    if env:
+        env_var: dict[str, object] = {"name": env, "values": values}
+        if expected is not None:
+            env_var["expected"] = expected
+            env_var["matches"] = bool(values) and all(v["value"] == expected for v in values)
+        reply.data["env_var"] = env_var
+    elif flag:
+        flag_data: dict[str, object] = {"name": flag, "values": values}
+        if expected is not None:
+            flag_data["expected"] = expected
+            flag_data["matches"] = bool(values) and all(_same_value(v["value"], expected) for v in values)
+        reply.data["flag"] = flag_data
     return reply
+
+
+def _same_value(value: object, expected: str) -> bool:
+    """A flag's value and the one asked about are the same ("0.95" and "0.950", "true" and a switch)."""
+    if isinstance(value, list):
+        return expected in [str(v) for v in value]
+    if isinstance(value, bool):
+        return expected.lower() in (("true", "on", "yes", "1") if value else ("false", "off", "no", "0"))
+    if value is None:
+        return False
+    try:
+        return float(str(value)) == float(expected)
+    except ValueError:
+        return str(value) == expected

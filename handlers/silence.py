@@ -79,8 +79,8 @@ async def _targets(ctx: Context, req: Request, verb: str) -> list[Service] | Rep
 
 async def handle_silence(ctx: Context, req: Request) -> Reply:
     """``silence kimi 2h [reason]``: hold back kimi's unplanned-restart, unhealthy and hung notices for 2 h."""
-    seconds = req.args.get("duration_s")
-    if not isinstance(seconds, int | float) or seconds <= 0:
+    seconds = req.args.duration_s
+    if seconds is None:
         return _refusal("silence", "say for how long, e.g. `silence kimi 2h planned driver update` "
                                    "(minutes m, hours h, days d)")
     if seconds > MAX_SILENCE_S:
@@ -92,7 +92,7 @@ async def handle_silence(ctx: Context, req: Request) -> Reply:
     assert ctx.store is not None
     now = ctx.now()
     until = now + timedelta(seconds=float(seconds))
-    reason = clean_reason(str(req.args.get("reason") or ""))
+    reason = clean_reason(req.args.reason)
     who = ctx.asker.user_id or ("terminal" if ctx.asker.surface != "slack" else "unknown")
     rows = []
     for service in targets:

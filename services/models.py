@@ -279,6 +279,9 @@ class ServiceState(Model):
     model: str | None = None
     flags: dict[str, FlagValue] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+    # Where each variable of ``env`` is set ("EnvironmentFile /etc/vllm/kimi.env"); answers about one variable
+    # say it. Not in the JSON of a service (``data.env_var`` carries it).
+    env_sources: dict[str, str] = Field(default_factory=dict, exclude=True)
     version: str | None = None
     gpus: list[GpuInfo] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)

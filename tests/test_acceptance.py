@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from bot.render_text import render_text
 from handlers.bench_run import on_action as bench_action
 from services.mentions import plain
 from services.node.bench_run import LABEL, BenchOutcome, LevelResult, num_prompts, summary_line, verdict
@@ -271,8 +272,10 @@ async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: Mak
         assert [c for c in b.commands if "bench serve" in c] == []
         events = [e.event for e in await b.rt.store.audit.recent("kimi", 50)]  # type: ignore[union-attr]
         assert "bench.cancelled" in events and "bench.expired" in events
+        # "bench" names no service: no request for everyone — it asks which one (issue 23: an order names its target).
         everyone = await b.ask("bench", user=ALICE)
-        assert not everyone.ok and "name exactly one service" in str(everyone.error)
+        assert "request_id" not in everyone.data and everyone.data["understood"]["asked"] is True
+        assert "`bench SERVICE` (services: kimi)" in render_text(everyone)
 
 
 async def test_bench_left_by_a_stopped_bot_is_finished_once(make_cluster: MakeCluster,

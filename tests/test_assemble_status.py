@@ -18,8 +18,9 @@ from services.node.probe import NodeRaw, UnitRaw, parse_output
 from services.redact import REDACTED
 
 SAMPLES = Path(__file__).parent / "samples" / "probe"
-SETTINGS_VIEW = {"model", "flags", "redacted_flags", "env", "warnings", "warning_kinds", "settings_source",
-                 "settings_pid", "settings_note", "settings_tried", "wrapper", "command", "pending_changes"}
+SETTINGS_VIEW = {"model", "flags", "redacted_flags", "env", "env_sources", "warnings", "warning_kinds",
+                 "settings_source", "settings_pid", "settings_note", "settings_tried", "wrapper", "command",
+                 "pending_changes"}
 # Plain values (no token shape that redact_patterns would catch anyway): only the known secrets redact them.
 SECRET_ENV = "statusOnlyEnvValue77a1b2"
 SECRET_FLAG = "statusOnlyFlagValue99z8y7"

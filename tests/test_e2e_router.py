@@ -74,8 +74,8 @@ async def test_unknown_names_aliases_and_flags(make_cluster: MakeCluster) -> Non
     cluster = await ready_kimi(make_cluster)
     async with runtime(cluster.config) as rt:
         ctx = rt.context(Asker(surface="json"))
-        for text in ("status gpu-c", "gpus gpu-c", "is gpu-c up?", "settings kimmi", "logs kimmi",
-                     "throughput for kimmi", "compare kimmi and kimi"):
+        for text in ("status gpu-c", "gpus gpu-c", "is gpu-c up?", "settings kimi2", "logs kimi2",
+                     "throughput for kimi2", "compare kimi2 and kimi"):
             reply = await answer(text, ctx)
             out = render_text(reply)
             assert reply.ok is False and reply.title == "Unknown service or node", text
@@ -127,9 +127,10 @@ async def ok_of(config: BotConfig, texts: list[str]) -> dict[str, dict[str, Any]
 
 async def test_ok_for_every_intent(make_cluster: MakeCluster) -> None:
     cluster = await ready_kimi(make_cluster)
+    # "restart" alone is no order (it names no service): the restart information, asking which one.
     answered = ["settings", "status", "throughput", "gpus", "logs kimi", "what changed on kimi", "audit", "help",
-                "who can restart kimi?", "don't restart kimi", "what's --max-model-len on kimi", ""]
-    refused = ["status gpu-c", "settings for nope", "asdf qwer zxcv", "restart kimi", "compare kimi", "restart"]
+                "who can restart kimi?", "don't restart kimi", "what's --max-model-len on kimi", "", "restart"]
+    refused = ["status gpu-c", "settings for nosuch", "asdf qwer zxcv", "restart kimi", "compare kimi"]
     got = await ok_of(cluster.config, answered + refused)
     assert {t: got[t]["ok"] for t in answered} == dict.fromkeys(answered, True)
     assert {t: got[t]["ok"] for t in refused} == dict.fromkeys(refused, False)
@@ -148,3 +149,64 @@ async def test_ok_for_every_intent(make_cluster: MakeCluster) -> None:
     assert mixed["compare kimi and qwen"]["intent"] == "compare" and mixed["compare kimi and qwen"]["ok"] is False
     assert mixed["restart history"]["ok"] is True  # who may restart and how, and kimi's restarts, were answered
     assert mixed["compare kimi"]["ok"] is False
+
+
+async def test_a_fresh_bot_learns_served_model_names_from_the_nodes(make_cluster: MakeCluster) -> None:
+    """Issue 23: "settings for kimi-k2.5" on a bot that has never probed (nothing in its store) answers kimi."""
+    cluster = await ready_kimi(make_cluster)
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="json"))
+        assert rt.store is not None
+        assert await rt.store.snapshots.latest("kimi", "gpu-a", limit=1) == []  # nothing seen yet
+        for text in ("settings for kimi-k2.5", "is k2.5 up?", "logs for /shared/kimi-k2.5-int4"):
+            reply = await answer(text, ctx)
+            assert reply.ok and reply.title != "Unknown service or node", text
+            assert reply.data["understood"]["services"] == ["kimi"], text
+        reply = await answer("status of llama", ctx)
+        assert reply.title == "Unknown service or node" and reply.data["unknown"] == ["llama"]
+
+
+async def test_env_questions_answer_the_units_environment(make_cluster: MakeCluster) -> None:
+    """Issue 23, point 6: a variable by name or in everyday words, its value per service and where it is set;
+    a secret is "[redacted]" and set (never the flag of a similar name, "not set")."""
+    cluster = await ready_kimi(make_cluster)
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="json"))
+        reply = await answer("what's nccl proto on kimi", ctx)
+        assert reply.intent == "settings" and "flag" not in reply.data
+        [v] = reply.data["env_var"]["values"]
+        assert reply.data["env_var"]["name"] == "NCCL_PROTO"
+        assert (v["service"], v["set"], v["value"], v["source"]) == ("kimi", True, "LL", "Environment= in the unit")
+        reply = await answer("is HF_TOKEN set on kimi", ctx)
+        [v] = reply.data["env_var"]["values"]
+        assert v["set"] is True and v["value"] == "[redacted]" and v["source"].startswith("EnvironmentFile ")
+        out = render_text(reply)
+        assert "[redacted]" in out and "not set" not in out and "hf_" not in out
+        reply = await answer("are we still on NCCL_PROTO=LL?", ctx)
+        assert reply.data["env_var"]["matches"] is True and "Yes — NCCL_PROTO=LL." in render_text(reply)
+        reply = await answer("which NCCL_ALGO is kimi on, still Tree?", ctx)
+        assert reply.data["env_var"]["matches"] is False and "No — NCCL_ALGO is Ring, not Tree." in render_text(reply)
+        reply = await answer("the tp for kimi is 8 right", ctx)
+        assert reply.data["flag"]["name"] == "tensor-parallel-size" and reply.data["flag"]["matches"] is True
+
+
+async def test_ties_ask_back_and_unplaced_text_gets_four_lines_at_most(make_cluster: MakeCluster) -> None:
+    """Issue 23, points 5 and 8: two readings nearly as good → a short question with a button for each;
+    text it cannot place → at most four lines (what it may have meant, "`help` for everything")."""
+    cluster = await ready_kimi(make_cluster)
+    async with runtime(cluster.config) as rt:
+        ctx = rt.context(Asker(surface="cli"))
+        reply = await answer("kimi logs or status", ctx)
+        assert reply.ok is False and [a.value for a in reply.actions] == ["logs kimi", "status kimi"]
+        assert reply.data["understood"]["asked"] is True and reply.data["suggestions"] == ["logs kimi", "status kimi"]
+        assert "Did you mean `logs kimi` or `status kimi`?" in render_text(reply)
+        for text in ("make me a sandwich", "asdf qwer zxcv", "hmm"):
+            reply = await answer(text, ctx)
+            out = render_text(reply)
+            assert reply.ok is False and len(out.strip().splitlines()) <= 4, text
+            assert "`help` for everything" in out and "Ask me" not in out, text
+        reply = await answer("thanks!", ctx)
+        assert reply.intent == "smalltalk" and len(render_text(reply).strip().splitlines()) == 1
+        reply = await answer("kimi status? also gpus", ctx)
+        assert reply.intent == "status" and reply.data["suggestions"] == ["gpus kimi"]
+        assert "You also asked: `gpus kimi`" in render_text(reply)

@@ -50,7 +50,8 @@ def test_bench_needs_a_bench_dir() -> None:
 
 @pytest.mark.parametrize(("text", "intent"), [
     ("bench kimi", "bench"), ("run a benchmark on kimi", "bench"), ("please bench kimi", "bench"),
-    ("benchmark kimi", "throughput"), ("benchmark results for kimi", "throughput"), ("chart bench kimi", "chart_bench"),
+    ("benchmark kimi", "bench"), ("benchmark results for kimi", "throughput"), ("chart bench kimi", "chart_bench"),
+    ("what did the last bench say for kimi", "throughput"), ("bench kimi?", "throughput"),
     ("how fast is kimi", "throughput"),
 ])
 def test_bench_is_an_imperative(text: str, intent: str) -> None:

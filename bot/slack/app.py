@@ -39,7 +39,7 @@ from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.app import Runtime
 from bot.dispatch import answer
-from bot.slack import guards, home, restart_actions
+from bot.slack import guards, home, restart_actions, suggest_actions
 from bot.slack.blocks import (
     SlackMessage,
     attachment_sections,
@@ -50,9 +50,10 @@ from bot.slack.blocks import (
 )
 from bot.slack.charts import upload_chart
 from bot.slack.client import api_base_url, make_client, require_token, retry_handlers
-from bot.slack.guards import RateLimiter, TtlSet, Verdict, clean_text, rate_limit_text
+from bot.slack.guards import RateLimiter, TtlSet, Verdict, rate_limit_text
 from bot.slack.home_view import line_view
 from bot.slack.posting import post_message
+from bot.understanding.markup import Message, read
 from config.models import SlackSettings
 from handlers.context import Asker
 from handlers.reply import Attachment, Reply
@@ -223,7 +224,7 @@ class SlackBot:
 
     # -- answering
     async def answer_and_post(
-        self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
+        self, *, kind: str, text: str | Message, user: str, channel: str, thread_ts: str | None,
         client: AsyncWebClient, response_url: str | None = None,
     ) -> None:
         started = time.monotonic()
@@ -242,7 +243,8 @@ class SlackBot:
         except Exception as e:
             log.exception("rendering the answer for Slack failed",
                           extra={"event": "slack-render", "intent": reply.intent, "kind": kind})
-            asked = text if len(text) <= 80 else text[:79] + "…"
+            said = " ".join((text.plain if isinstance(text, Message) else text).split())
+            asked = said if len(said) <= 80 else said[:79] + "…"
             messages = [failure_message(f"I could not lay out the answer to “{asked}” for Slack",
                                         f"{render_failure(e)} (logged). The terminal has it: "
                                         f"`inferbot ask \"{asked}\"` on the bot's host.")]
@@ -334,13 +336,13 @@ class SlackBot:
                                         "outcome": "rate-limited"})
 
     # -- one question from an event
-    def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
+    def on_question(self, *, kind: str, text: str | Message, user: str, channel: str, thread_ts: str | None,
                     client: AsyncWebClient, event_id: str | None = None) -> None:
         """Take one question after the ack: claim its event, check the rate limit, answer."""
         self.spawn(self._question(kind=kind, text=text, user=user, channel=channel, thread_ts=thread_ts,
                                   client=client, event_id=event_id), kind)
 
-    async def _question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
+    async def _question(self, *, kind: str, text: str | Message, user: str, channel: str, thread_ts: str | None,
                         client: AsyncWebClient, event_id: str | None) -> None:
         if event_id:
             first = await self.first_delivery(event_id)
@@ -363,7 +365,7 @@ class SlackBot:
             log.info("slack answer", extra={"event": "slack", "kind": kind, "user": user, "channel": channel,
                                             "outcome": "rate-limited-silent"})
 
-    async def command(self, verdict: asyncio.Future[Verdict], *, text: str, user: str, channel: str,
+    async def command(self, verdict: asyncio.Future[Verdict], *, text: str | Message, user: str, channel: str,
                       client: AsyncWebClient, response_url: str | None) -> None:
         """A slash command already acked "Looking…": its rate-limit verdict (maybe still coming), then the answer."""
         v = await verdict
@@ -474,14 +476,14 @@ def build_app(
 
     async def on_mention(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext,
                          client: AsyncWebClient) -> None:
-        bot.on_question(kind="mention", text=clean_text(event.get("text", ""), context.bot_user_id),
+        bot.on_question(kind="mention", text=read(event.get("text", ""), "slack", context.bot_user_id),
                         user=event["user"], channel=event["channel"],
                         thread_ts=event.get("thread_ts") or event.get("ts"), client=client,
                         event_id=body.get("event_id"))
 
     async def on_dm(body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext,
                     client: AsyncWebClient) -> None:
-        bot.on_question(kind="dm", text=clean_text(event.get("text", ""), context.bot_user_id),
+        bot.on_question(kind="dm", text=read(event.get("text", ""), "slack", context.bot_user_id),
                         user=event["user"], channel=event["channel"], thread_ts=event.get("thread_ts"),
                         client=client, event_id=body.get("event_id"))
 
@@ -496,7 +498,7 @@ def build_app(
                                             "channel": channel, "outcome": "rate-limited"})
             return
         await ack(text=ACK_TEXT, response_type="ephemeral")
-        bot.spawn(bot.command(verdict, text=clean_text(command.get("text", ""), None), user=user, channel=channel,
+        bot.spawn(bot.command(verdict, text=read(command.get("text", ""), "slack"), user=user, channel=channel,
                               client=client, response_url=command.get("response_url")), "command")
 
     async def on_restart(ack: AsyncAck, action: dict[str, Any], body: dict[str, Any], client: AsyncWebClient,
@@ -521,6 +523,7 @@ def build_app(
         app.action(action_id)(on_restart)
         reg.actions.add(action_id)
     home.register(app, bot)  # the App Home dashboard: app_home_opened, home_refresh, home_restart
+    suggest_actions.register(app, bot)  # "Did you mean `status kimi`?": a click asks it
     app.error(on_error)
     return app
 

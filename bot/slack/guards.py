@@ -1,6 +1,6 @@
 """What reaches the listeners: bots, our own messages and edits are acked, not answered; people of another
 workspace get one line and nothing else; each person's questions are rate limited; a message's Slack markup
-is undone before it is routed.
+is read once, by ``bot.understanding.markup``.
 
 Nothing here touches the state store, so nothing here can hold an ack: the de-duplication of events (the
 claim of an event id, shared by replicas) is made after the ack, by the listeners (``SlackBot.first_delivery``).
@@ -13,10 +13,8 @@ so every replica sees the same; ``TtlSet`` and ``RateLimiter`` are the in-memory
 
 from __future__ import annotations
 
-import html
 import logging
 import math
-import re
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
@@ -93,27 +91,7 @@ def rate_limit_text(retry_in: int) -> str:
     return f"You're asking faster than I can SSH — try again in {retry_in} s. :hourglass_flowing_sand:"
 
 
-_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
-_LINK = re.compile(r"<([^<>|]+)(?:\|([^<>]*))?>")
 _ALLOWED_SUBTYPES = {None, "file_share", "thread_broadcast"}
-
-
-def clean_text(text: str, bot_user_id: str | None) -> str:
-    """The question as the person typed it: our own mention removed, Slack's link markup and entities undone."""
-    def mention(m: re.Match[str]) -> str:
-        return "" if m.group(1) == bot_user_id else m.group(0)
-
-    def link(m: re.Match[str]) -> str:
-        target, label = m.group(1), m.group(2)
-        if target.startswith("#"):  # <#C123|general>
-            return "#" + label if label else target
-        if target.startswith("!"):  # <!here>
-            return "@" + target[1:].split("^")[0]
-        return label or target
-
-    text = _MENTION.sub(mention, text or "")
-    text = _LINK.sub(link, text)
-    return " ".join(html.unescape(text).split())
 
 
 def ignored_reason(body: dict[str, Any], context: AsyncBoltContext) -> str | None:

@@ -52,12 +52,13 @@ def assemble(
     journal = raw.journal or ""
     progress = vllm_log.parse_load_progress(journal) if journal else LoadProgress()
     redactor = Redactor(known_secrets or [])
-    declared_env = unit_env(raw, unit, show, warnings)
+    env_sources: dict[str, str] = {}
+    declared_env = unit_env(raw, unit, show, warnings, env_sources)
     api = api_facts(raw)
     s = read_settings(raw, show, parse_cache.declared_argv(raw, unit, show, declared_env), api, warnings)
     _cross_check(s, api, show.main_pid, redactor, warnings)
     _learn_secrets(s, declared_env, redactor)
-    env = env_values(raw, s, declared_env)
+    env = env_values(raw, s, declared_env, env_sources)
     pending = env_differences(s, declared_env, redactor, warnings)
     pending_known = _unit_checks(show, s, env, pending, redactor, warnings)
     state = classify(show, raw, progress, facts.now)
@@ -67,7 +68,7 @@ def assemble(
     st = ServiceState(
         **state_fields(service_name, node_name, raw, show, state, redactor, progress, api, version(raw, journal),
                        gpus, warnings),
-        **_settings_fields(s, api, env, redactor),
+        **_settings_fields(s, api, env, env_sources, redactor),
     )
     add_activity(st, raw, journal, progress, show, facts, redactor)
     st.pending_changes = [redactor.text(p) for p in pending] if pending_known else None
@@ -133,6 +134,7 @@ class SettingsFields(TypedDict):
     flags: dict[str, FlagValue]
     redacted_flags: list[str]
     env: dict[str, str]
+    env_sources: dict[str, str]
     settings_source: SettingsSource
     settings_pid: int | None
     settings_note: str | None
@@ -141,8 +143,10 @@ class SettingsFields(TypedDict):
     command: list[str]
 
 
-def _settings_fields(s: Settings, api: ApiFacts, env: dict[str, str], redactor: Redactor) -> SettingsFields:
-    """The settings view, redacted: model, flags, env, where they were read, the command line."""
+def _settings_fields(s: Settings, api: ApiFacts, env: dict[str, str], env_sources: dict[str, str],
+                     redactor: Redactor) -> SettingsFields:
+    """The settings view, redacted: model, flags, env (and where each variable is set), where they were read,
+    the command line."""
     cmd = s.cmd
     flags, redacted = shown_flags(cmd.flags, redact_flags(cmd.flags, redactor)) if cmd else ({}, [])
     model = cmd.model if cmd and cmd.model else api.root
@@ -151,6 +155,7 @@ def _settings_fields(s: Settings, api: ApiFacts, env: dict[str, str], redactor: 
         flags=flags,
         redacted_flags=redacted,
         env={k: redactor.text(redact_value(k, v)) for k, v in env.items()},
+        env_sources={k: env_sources[k] for k in env if k in env_sources},
         settings_source=s.source,
         settings_pid=s.pid if s.source in ("process", "cgroup-process") else None,
         settings_note=redactor.text(s.note) if s.note else None,

@@ -24,9 +24,15 @@ RELEVANT_PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "HF_", "HUGGING_FACE_", "TORCH_"
                      "TRANSFORMERS_", "NVIDIA_", "TOKENIZERS_", "RAY_", "UCX_", "GLOO_")
 
 
-def unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: Warnings) -> dict[str, str]:
-    """What the unit sets: Environment= then EnvironmentFile= (files override, as systemd does)."""
+def unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: Warnings,
+             sources: dict[str, str] | None = None) -> dict[str, str]:
+    """What the unit sets: Environment= then EnvironmentFile= (files override, as systemd does).
+
+    ``sources`` (when given) gets where each variable is set ("Environment= in the unit", "EnvironmentFile PATH").
+    """
+    sources = {} if sources is None else sources
     env = dict(unit.environment or show.environment)
+    sources.update(dict.fromkeys(env, "Environment= in the unit"))
     files = unit.environment_files or show.environment_files
     for path, optional in files:
         text = file_text(raw, path)
@@ -39,13 +45,17 @@ def unit_env(raw: UnitRaw, unit: UnitFile, show: UnitShow, warnings: Warnings) -
                     "envfile-unreadable",
                 )
             continue
-        env.update(unitfile.parse_env_file(text))
+        from_file = unitfile.parse_env_file(text)
+        env.update(from_file)
+        sources.update(dict.fromkeys(from_file, f"EnvironmentFile {path}"))
     return env
 
 
-def docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str]) -> dict[str, str]:
+def docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str],
+               sources: dict[str, str] | None = None) -> dict[str, str]:
     """What ``docker run`` passes into the container: ``--env-file`` files, then ``-e`` (a bare ``-e NAME`` takes
-    the value the docker CLI has)."""
+    the value the docker CLI has); ``sources`` (when given) gets where each is set."""
+    sources = {} if sources is None else sources
     env: dict[str, str] = {}
     for path in cmd.docker_env_files:
         text = file_text(raw, path)
@@ -53,19 +63,24 @@ def docker_env(raw: UnitRaw, cmd: VllmCommand, host_env: dict[str, str]) -> dict
             continue
         for k, v in unitfile.parse_docker_env_file(text).items():
             env[k] = v if v is not None else host_env.get(k, "")
+            sources[k] = f"docker --env-file {path}"
     for k, v in cmd.docker_env.items():
         env[k] = v if v is not None else host_env.get(k, "")
+        sources[k] = "docker run -e"
     return env
 
 
-def env_values(raw: UnitRaw, s: Settings, declared: dict[str, str]) -> dict[str, str]:
+def env_values(raw: UnitRaw, s: Settings, declared: dict[str, str],
+               sources: dict[str, str] | None = None) -> dict[str, str]:
     """The environment contract: the names the service's own configuration sets (``declared``, the unit's),
-    with the values the process got; and the variables that matter to vLLM that a wrapper set."""
+    with the values the process got; and the variables that matter to vLLM that a wrapper set. ``sources``
+    (when given) gets where each of those is set."""
+    sources = {} if sources is None else sources
     cmd, process_env = s.cmd, s.process_env
     in_docker = cmd is not None and cmd.wrapper == "docker"
     names = dict(declared)
     if in_docker and cmd is not None:
-        names.update(docker_env(raw, cmd, process_env or {}))
+        names.update(docker_env(raw, cmd, process_env or {}, sources))
     values: dict[str, str] = {}
     for name, value in names.items():
         if not in_docker and process_env is not None and name in process_env:
@@ -76,6 +91,7 @@ def env_values(raw: UnitRaw, s: Settings, declared: dict[str, str]) -> dict[str,
         for name, value in process_env.items():
             if name not in values and name not in AMBIENT_ENV and name.startswith(RELEVANT_PREFIXES):
                 values[name] = value
+                sources[name] = "the running process only (not in the unit)"
     return values
 
 

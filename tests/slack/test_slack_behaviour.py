@@ -10,7 +10,8 @@ from fake_slack import BOT_ID, BOT_USER_ID, FakeSlack
 
 import bot.slack.app as slack_app
 from bot.slack.app import state_of
-from bot.slack.guards import RateLimiter, TtlSet, clean_text
+from bot.slack.guards import RateLimiter, TtlSet
+from bot.understanding.markup import plain_text, read
 from handlers.reply import Action, Attachment, Reply, Section
 
 
@@ -30,12 +31,14 @@ async def test_dm_in_a_thread_is_answered_in_the_thread(fake_slack: FakeSlack, m
     assert call.body["thread_ts"] == "1700000000.000007"
 
 
-async def test_unknown_text_gets_help(fake_slack: FakeSlack, make_app, empty_runtime, serve_http):
+async def test_unknown_text_gets_a_short_help(fake_slack: FakeSlack, make_app, empty_runtime, serve_http):
+    """Issue 23, point 8: not the whole table — what it may have meant, and "`help` for everything"."""
     http = await serve_http(make_app(empty_runtime))
     await http.post_event(event_body(mention("make me a sandwich")))
     [call] = await fake_slack.wait_for("chat.postMessage")
     text = all_text(call.body["blocks"])
-    assert "didn't understand" in text and "what I can answer" in text
+    assert "not sure what you meant" in text and "`help` for everything" in text
+    assert "what I can answer" not in text and len(call.body["text"].strip().splitlines()) <= 4
 
 
 async def test_unreachable_node_is_a_friendly_answer_in_the_thread(fake_slack: FakeSlack, make_app,
@@ -126,10 +129,20 @@ def test_ttl_set() -> None:
     assert seen.add("a")
 
 
-def test_clean_text() -> None:
-    assert clean_text("<@UBOT> what are current settings?", "UBOT") == "what are current settings?"
-    assert clean_text("<@UBOT|inferbot>   status <#C123|ops> &lt;kimi&gt; &amp;", "UBOT") == "status #ops <kimi> &"
-    assert clean_text("logs <http://x.y/z|kimi>", "UBOT") == "logs kimi"
+def test_slack_markup_is_read_once_with_its_structure() -> None:
+    """Mentions, channels and links are undone; quotes, code and strike are kept as marks (issue 23)."""
+    assert plain_text("<@UBOT> what are current settings?") == "what are current settings?"
+    assert plain_text("<@UBOT|inferbot>   status <#C123|ops> &lt;kimi&gt; &amp;") == "status <kimi> &"
+    assert plain_text("logs <http://x.y/z|kimi>") == "logs kimi"
+    m = read("&gt; restart kimi\n~bounce qwen~ and `restart kimi` then ```restart\nkimi```", "slack")
+    marks = [(s.text.strip(), s.quoted, s.struck, s.code) for s in m.segments if s.text.strip()]
+    assert ("restart kimi", True, False, False) in marks
+    assert ("bounce qwen", False, True, False) in marks
+    assert ("restart kimi", False, False, True) in marks
+    assert ("restart\nkimi", False, False, True) in marks
+    assert read(":wave: :+1:", "slack").emoji == ("wave", "+1") and read(":wave:", "slack").empty
+    assert read("<@U07OTHER> restart kimi", "slack", "U0BOT").to_other
+    assert not read("<@U0BOT> <@U07OTHER> says restart kimi", "slack", "U0BOT").to_other
 
 
 def long_reply() -> Reply:

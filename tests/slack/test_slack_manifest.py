@@ -25,7 +25,9 @@ def test_manifest_matches_what_the_app_registers(make_app, empty_runtime):
     # Buttons need interactivity (no scope); it is on exactly when actions are registered.
     assert m["settings"]["interactivity"]["is_enabled"] is bool(reg.actions)
     # restart confirmation buttons, and the Home tab's Refresh and Restart buttons (issue 13)
-    assert reg.actions == {"restart_confirm", "restart_cancel", "home_refresh", "home_restart"}
+    # ... and the buttons of a suggestion ("Did you mean `status kimi`?", issue 23)
+    assert reg.actions == {"restart_confirm", "restart_cancel", "home_refresh", "home_restart", "suggest_run",
+                           "suggest_run_2"}
     scopes = m["oauth_config"]["scopes"]["bot"]
     assert len(scopes) == len(set(scopes))
     assert set(scopes) == reg.scopes == set(SCOPES)

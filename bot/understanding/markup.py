@@ -1,0 +1,148 @@
+"""A message as the person wrote it: Slack's markup undone, its structure kept.
+
+Quoted lines, code and struck-through text are *marked*, not dropped: a restart written in any of them is
+not an order (``orders``). Mentions of people, channels and groups are never names and go; a link keeps
+its label; emoji (``:shortcode:`` or the character) are kept apart, so they never stand where a word does.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_MESSAGE = 4000  # Slack's own limit is higher; a question longer than this is pasted noise
+Surface = Literal["slack", "terminal"]
+
+# <@U123>, <@U123|name>, <#C123|ops>, <!here>, <!subteam^S123|@infra>: never a name, never a word.
+_ENTITY = re.compile(r"<[@#!][^<>]*>")
+_LINK = re.compile(r"<((?:https?|mailto|ftp):[^<>|]*)(?:\|([^<>]*))?>")
+_CODE_BLOCK = re.compile(r"```(.*?)(?:```|$)", re.S)
+_CODE = re.compile(r"`([^`\n]+)`")
+_STRIKE = re.compile(r"(?<![\w~])~([^~\n]+)~(?![\w~])")
+_BOLD = re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])")
+_ITALIC = re.compile(r"(?<![\w_])_([^_\n]+)_(?![\w_])")
+_SHORTCODE = re.compile(r":([a-z0-9_+'-]+(?:::skin-tone-\d)?):")
+_QUOTE_LINE = re.compile(r"^\s*>\s?")
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of text and how it was written."""
+
+    text: str
+    quoted: bool = False
+    code: bool = False
+    struck: bool = False
+
+    @property
+    def marked(self) -> bool:
+        """Quoted, code or struck through: said about, not said."""
+        return self.quoted or self.code or self.struck
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message read once: its segments in order, its emoji, and where it came from."""
+
+    segments: tuple[Segment, ...]
+    emoji: tuple[str, ...] = ()
+    surface: Surface = "terminal"
+    to_other: bool = False  # it starts with another person's mention: addressed to them, not to the bot
+
+    @property
+    def plain(self) -> str:
+        """The whole text as a person reads it (marks dropped), on one line per line."""
+        return "".join(s.text for s in self.segments).strip()
+
+    @property
+    def empty(self) -> bool:
+        """Nothing but space (emoji aside)."""
+        return not self.plain
+
+
+def _emoji_chars(text: str, found: list[str]) -> str:
+    """Pictographs out of ``text`` into ``found`` (by their Unicode name)."""
+    out: list[str] = []
+    for ch in text:
+        if unicodedata.category(ch) == "So" or ch in "\u200d\ufe0f":
+            if ch not in "\u200d\ufe0f":
+                found.append(unicodedata.name(ch, "emoji").lower())
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _inline(text: str, quoted: bool, out: list[Segment]) -> None:
+    """Split one piece of text into code, struck and plain segments."""
+    pos = 0
+    marks = sorted([(m.start(), m.end(), m.group(1), "code") for m in _CODE.finditer(text)]
+                   + [(m.start(), m.end(), m.group(1), "strike") for m in _STRIKE.finditer(text)])
+    for start, end, inner, kind in marks:
+        if start < pos:
+            continue  # inside an earlier mark
+        if start > pos:
+            out.append(Segment(text[pos:start], quoted=quoted))
+        out.append(Segment(inner, quoted=quoted, code=kind == "code", struck=kind == "strike"))
+        pos = end
+    if pos < len(text):
+        out.append(Segment(text[pos:], quoted=quoted))
+
+
+_LEADING_USER = re.compile(r"^\s*<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+
+
+def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = None) -> Message:
+    """Read ``text`` as it arrives from ``surface``: Slack's ``event.text`` or what was typed after ``ask``.
+
+    ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention is addressed
+    to them (without the id, any leading mention but the first of several counts as the bot's).
+    """
+    text = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n").replace("\u2019", "'").replace("\u2018", "'")
+    lead = _LEADING_USER.match(text)
+    to_other = bool(lead) and bot_user_id is not None and lead is not None and lead.group(1) != bot_user_id
+    emoji: list[str] = []
+    text = _LINK.sub(lambda m: f" {m.group(2)} " if m.group(2) else " ", text)
+    text = _ENTITY.sub(" ", text)
+    # Slack escapes exactly these three; a terminal's text is taken as typed.
+    unescape = html.unescape if surface == "slack" else (lambda s: s)
+
+    def shortcode(m: re.Match[str]) -> str:
+        emoji.append(m.group(1))
+        return " "
+
+    text = _SHORTCODE.sub(shortcode, text)
+    text = _emoji_chars(text, emoji)
+    segments: list[Segment] = []
+    pos = 0
+    for m in _CODE_BLOCK.finditer(text):
+        _lines(unescape(text[pos:m.start()]), segments)
+        segments.append(Segment("\n" + unescape(m.group(1)) + "\n", code=True))
+        pos = m.end()
+    _lines(unescape(text[pos:]), segments)
+    cleaned = tuple(Segment(_BOLD.sub(r"\1", _ITALIC.sub(r"\1", s.text)) if not s.code else s.text,
+                            s.quoted, s.code, s.struck) for s in segments if s.text)
+    return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other)
+
+
+def _lines(text: str, out: list[Segment]) -> None:
+    """Quoted lines (``> …``, Slack's ``&gt;`` already unescaped) apart from the others."""
+    rest_quoted = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith(">>>"):
+            rest_quoted, line = True, line.lstrip()[3:]
+        quoted = rest_quoted or bool(_QUOTE_LINE.match(line))
+        if quoted and not rest_quoted:
+            line = _QUOTE_LINE.sub("", line, count=1)
+        _inline(line, quoted, out)
+        out.append(Segment("\n"))
+    if out and out[-1].text == "\n":
+        out.pop()
+
+
+def plain_text(text: str, surface: Surface = "slack") -> str:
+    """The question as the person typed it, markup undone, on one line (what logs and reasons show)."""
+    return " ".join(read(text, surface).plain.split())

@@ -1,0 +1,146 @@
+"""Is an order an order? A restart (and a benchmark run, a silence, an unlock) happens only when the
+message is one: an imperative, not struck through, quoted or in code, with no question, hesitation,
+condition or time qualifier, and no negation anywhere. Everything else about it is information, a promise
+not to ("don't restart kimi"), or, in doubt, a question back ("Did you want me to restart kimi?").
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Literal
+
+from bot.understanding.text import Clause, Token, Words
+
+Decision = Literal["order", "info", "ask", "negated"]
+
+NEGATIONS = frozenset(
+    "don't dont do-not never nobody noone not no shouldn't shouldnt mustn't mustnt won't wont can't cant cannot "
+    "avoid stop hold nvm nevermind".split()
+)
+# Said after an order, they take it back.
+RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
+               ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
+               ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
+HESITATIONS = frozenset(
+    "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno".split()
+)
+HESITATION_PHRASES = (("or", "not"), ("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
+                      ("we", "could"), ("we", "might"), ("do", "i", "need"))
+# When, or on what condition: an order for later is not one now ("now", "asap" are not qualifiers).
+QUALIFIERS = frozenset(
+    "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
+    "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
+    "next".split()
+)
+# Words that open a question (at the start of a clause).
+QUESTION_OPENERS = frozenset(
+    "why when who whom whose how what which where did does do has have had was were is are should shall "
+    "may might would will can could if whats what's".split()
+)
+# Words that may come before the verb of an imperative.
+LEAD = frozenset(
+    "hey hi ok okay so and but now then um hmm pls plz please kindly just go ahead yes yeah yep alright right "
+    "also force quickly quick again bot inferbot /inferbot team folks guys yo oi sup hello".split()
+)
+POLITE = frozenset({"can", "could", "would", "will"})
+YOU = frozenset({"you", "u", "ya"})
+
+
+def _has_phrase(tokens: Sequence[Token], phrase: tuple[str, ...]) -> bool:
+    norms = [t.norm for t in tokens]
+    n = len(phrase)
+    return any(tuple(norms[i:i + n]) == phrase for i in range(len(norms) - n + 1))
+
+
+def _part(words: Words, verb: Token) -> list[Token]:
+    return [t for t in words.tokens if t.part == verb.part]
+
+
+def _negation(t: Token) -> bool:
+    """"don't", "wouldn't", "shouldnt", "never", "not" …"""
+    return t.norm in NEGATIONS or t.norm.endswith("n't") or (t.norm.endswith("nt") and t.norm[:-2] in (
+        "wouldn", "couldn", "shouldn", "don", "didn", "doesn", "mustn", "won", "can", "isn", "wasn"))
+
+
+def negated(words: Words, verb: Token) -> bool:
+    """A negation next to the verb ("don't restart kimi", "kimi nicht neu starten", "kimiは再起動しないで"), or
+    a retraction after it anywhere ("restart kimi… actually no, wait", "~bounce qwen~ nvm")."""
+    part = _part(words, verb)
+    # "… or not?" is a doubt, not a negation.
+    doubt = {b.index for a, b in itertools.pairwise(words.tokens) if a.norm == "or" and b.norm == "not"}
+    if any(_negation(t) for t in part if t.index != verb.index and t.index not in doubt):
+        return True
+    if any(_has_phrase(part, p) for p in (("hold", "off"), ("no", "need"), ("no", "reason"))):
+        return True
+    after = [t for t in words.tokens if t.index > verb.index]
+    return any(_has_phrase(after, r) for r in RETRACTIONS)
+
+
+def _clock_time(tokens: Sequence[Token]) -> bool:
+    """ "in 10 min", "in an hour", "at 5pm", "at 13:00": a time the order is for."""
+    for a, b in itertools.pairwise(tokens):
+        if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit")):
+            return True
+        if a.norm == "at" and b.norm[:1].isdigit():
+            return True
+    return False
+
+
+def _imperative(clause: Sequence[Token], verb: Token, is_name: set[int]) -> tuple[bool, bool]:
+    """(the verb opens the clause as an imperative, it does so after "can/could/would you")."""
+    polite = False
+    for t in clause:
+        if t.index == verb.index:
+            return True, polite
+        if t.norm in LEAD or t.index in is_name:
+            continue
+        if t.norm in POLITE:
+            polite = True
+            continue
+        if polite and t.norm in YOU:
+            continue
+        return False, False
+    return False, False
+
+
+def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = False, to_other: bool = False
+           ) -> Decision:
+    """Whether the order whose verb is ``verb`` is one. ``is_name``: indices of tokens that name a target.
+
+    ``allow_time``: durations belong to the order (a silence "for 2 h"), so only conditions count.
+    ``to_other``: the message is addressed to another person (it starts with their mention): never an order.
+    """
+    if negated(words, verb):
+        return "negated"
+    if to_other:
+        return "info"
+    if verb.marked:
+        return "info"  # quoted, in code or struck through: said about, not said
+    if verb.norm.endswith(("ed", "ing")) or (verb.norm.endswith("s") and not verb.norm.endswith("ss")):
+        return "info"  # "kimi restarted?", "restarts of kimi": not the imperative
+    clause_info: Clause = words.clauses[verb.clause]
+    part = _part(words, verb)
+    imperative, polite = _imperative(part, verb, is_name)
+    if not imperative:
+        opener = next((t for t in part if t.norm not in LEAD and t.index not in is_name), None)
+        if opener is not None and opener.norm in QUESTION_OPENERS:
+            return "info"  # "should we restart kimi", "why did kimi restart", "can I restart qwen"
+        return "info" if clause_info.question else "ask"  # "kimi needs a restart", "let's restart kimi"
+    # When: the verb's sentence, and a next one that starts with a condition ("restart kimi. after the load").
+    scope = list(words.clause_tokens(verb.clause))
+    if verb.clause + 1 < len(words.clauses):
+        nxt = words.clause_tokens(verb.clause + 1)
+        if nxt and nxt[0].norm in QUALIFIERS:
+            scope += nxt
+    qualifiers = {"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"} if allow_time \
+        else QUALIFIERS
+    if any(t.norm in qualifiers for t in scope) or (not allow_time and _clock_time(scope)):
+        return "ask"  # an order for later: not now (the bot does not schedule); it asks
+    # Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), or a negation elsewhere.
+    rest = [t for t in words.tokens if t.clause >= verb.clause]
+    if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
+        return "ask"
+    if clause_info.question and not polite:
+        return "ask"  # "restart kimi?"
+    return "order"

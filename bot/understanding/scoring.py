@@ -1,0 +1,155 @@
+"""Intents are scored, not first-matched: each command's words (``Command.words``) are looked for anywhere
+in a clause, by their stems, with typo tolerance for words of four letters or more.
+
+Phrases are read as a whole, longest first: a word inside a matched phrase counts for that phrase only
+("restart history" is not "restart", "bench results" not "bench"). A word several commands share counts
+for each of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from bot.understanding.text import Token, stem
+from handlers.commands import COMMANDS, Command
+
+WEIGHTS = {"strong": 3.0, "medium": 1.5, "weak": 0.5}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One phrase found: where, and what it gave to which commands."""
+
+    start: int  # index of its first token
+    tokens: tuple[int, ...]
+    words: tuple[str, ...]
+    credits: tuple[tuple[str, float], ...]  # (command name, weight)
+    typo: bool = False
+
+
+@dataclass
+class Scores:
+    """Each command's score in a span of tokens, and the phrases that made it."""
+
+    by_command: dict[str, float] = field(default_factory=dict)
+    hits: list[Hit] = field(default_factory=list)
+
+    def best(self) -> list[tuple[str, float]]:
+        """Commands by score, best first (only those that scored)."""
+        # A tie goes to the command named first ("logs from the last restart").
+        return sorted(((c, s) for c, s in self.by_command.items() if s > 0), key=lambda p: (-p[1], self.first_at(p[0])))
+
+    def words_of(self, command: str) -> list[Hit]:
+        """The phrases that scored for ``command``."""
+        return [h for h in self.hits if any(c == command for c, _ in h.credits)]
+
+    def first_at(self, command: str) -> int:
+        """Where the first phrase of ``command`` is (for "answer the first question")."""
+        return min((h.start for h in self.words_of(command)), default=1 << 30)
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    stems: tuple[str, ...]
+    words: tuple[str, ...]
+    credits: tuple[tuple[str, float], ...]
+    spellings: frozenset[str]  # every word as the table writes it
+
+
+@functools.cache
+def _phrases(commands: tuple[Command, ...] = COMMANDS) -> tuple[_Phrase, ...]:
+    """Every phrase of every command, grouped by its stems ("restart", "restarts" and "restarted" are one,
+    crediting every command that has one of them), longest first."""
+    grouped: dict[tuple[str, ...], dict[str, float]] = {}
+    spelled: dict[tuple[str, ...], set[str]] = {}
+    for c in commands:
+        for level in ("strong", "medium", "weak"):
+            for term in getattr(c.words, level):
+                words = tuple(term.lower().split())
+                # "=doing": this spelling only (its stem "do" is every "do").
+                stems = tuple(w if w.startswith("=") else stem(w) for w in words)
+                words = tuple(w.lstrip("=") for w in words)
+                credits = grouped.setdefault(stems, {})
+                credits[c.name] = max(credits.get(c.name, 0.0), WEIGHTS[level])
+                spelled.setdefault(stems, set()).add(" ".join(words))
+    out = [_Phrase(stems, tuple(sorted(spelled[stems], key=len)[0].split()), tuple(credits.items()),
+                   frozenset(w for sp in spelled[stems] for w in sp.split()))
+           for stems, credits in grouped.items()]
+    return tuple(sorted(out, key=lambda p: -len(p.stems)))
+
+
+@functools.cache
+def strong_words() -> frozenset[str]:
+    """The single words that name a command on their own ("status", "logs", "thruput")."""
+    return frozenset(w for p in _phrases() if len(p.stems) == 1 and max(c for _, c in p.credits) >= 3.0
+                     for w in (*p.spellings, *p.stems))
+
+
+@functools.cache
+def vocabulary() -> frozenset[str]:
+    """Every word of every command, as written and as stems: these are never names and never typos."""
+    out: set[str] = set()
+    for p in _phrases():
+        out.update(p.spellings)
+        out.update(p.stems)
+    return frozenset(out)
+
+
+def _same(t: Token, word: str, stem_: str) -> bool:
+    return t.norm == word or (t.stem == stem_ and not stem_.startswith("="))
+
+
+def _typo(t: Token, word: str) -> bool:
+    """``t`` is a misspelling of ``word``: one edit (two from 8 letters), same first letter, 4+ letters."""
+    if len(word) < 4 or len(t.norm) < 4 or t.norm[0] != word[0] or not t.norm.isalpha():
+        return False
+    if abs(len(word) - len(t.norm)) > 2:
+        return False
+    from rapidfuzz.distance import OSA
+
+    return OSA.distance(t.norm, word, score_cutoff=2) <= (2 if len(word) >= 8 else 1)
+
+
+def score(tokens: Sequence[Token], taken: Iterable[int] = (), known: frozenset[str] = frozenset()) -> Scores:
+    """Score every command on ``tokens``. ``taken`` are tokens already read as something else (a flag's
+    words, a name); ``known`` words are never read as a typo of a command word."""
+    used = set(taken)
+    out = Scores()
+    phrases = _phrases()
+    for p in phrases:
+        n = len(p.words)
+        for i, t in enumerate(tokens):
+            if t.index in used or not _same(t, p.words[0], p.stems[0]):
+                continue
+            # The rest of the phrase in order, with at most one word between two of its words.
+            got = [t.index]
+            j = i + 1
+            for w, s in zip(p.words[1:], p.stems[1:], strict=True):
+                if j < len(tokens) and tokens[j].index not in used and _same(tokens[j], w, s):
+                    got.append(tokens[j].index)
+                    j += 1
+                elif (j + 1 < len(tokens) and tokens[j + 1].index not in used and _same(tokens[j + 1], w, s)
+                      and n > 1):
+                    got.append(tokens[j + 1].index)
+                    j += 2
+                else:
+                    break
+            if len(got) == n:
+                used.update(got)
+                out.hits.append(Hit(t.index, tuple(got), p.words, p.credits))
+    # Typos of single command words, for words nothing else read.
+    singles = [p for p in phrases if len(p.words) == 1]
+    for t in tokens:
+        if t.index in used or t.norm in known or t.norm in vocabulary() or t.cjk:
+            continue
+        for p in singles:
+            if any(_typo(t, w) for w in p.spellings):
+                used.add(t.index)
+                out.hits.append(Hit(t.index, (t.index,), p.words, p.credits, typo=True))
+                break
+    for h in out.hits:
+        for command, weight in h.credits:
+            out.by_command[command] = out.by_command.get(command, 0.0) + weight
+    return out

@@ -1,0 +1,79 @@
+"""bot/understanding/names.py and settings_words.py: names with their variants and typos; flags and env
+variables by their everyday words."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.understanding import lexicon, settings_words
+from bot.understanding.markup import read
+from bot.understanding.names import NameIndex, service_aliases
+from bot.understanding.text import words
+from config.loader import parse_config
+
+CFG = parse_config("""
+[[nodes]]
+name = "gpu-a"
+host = "h1"
+[[nodes]]
+name = "gpu-b"
+host = "h2"
+[[services]]
+name = "kimi"
+node = "gpu-a"
+unit = "vllm-kimi-k25-int4.service"
+[[services]]
+name = "qwen"
+node = "gpu-b"
+unit = "vllm-qwen3.service"
+""")
+SERVED = {("kimi", "gpu-a"): ["kimi-k2.5", "/shared/kimi-k2.5-int4"], ("qwen", "gpu-b"): ["Qwen/Qwen3-32B"]}
+
+
+@pytest.mark.parametrize(("word", "service", "how"), [
+    ("kimi", "kimi", "exact"), ("vllm-qwen3.service", "qwen", "alias"), ("vllm-qwen3", "qwen", "alias"),
+    ("kimi-k2.5", "kimi", "alias"), ("qwen3-32b", "qwen", "alias"), ("/shared/kimi-k2.5-int4", "kimi", "alias"),
+    ("k2.5", "kimi", "variant"), ("k25", "kimi", "variant"), ("qwen3", "qwen", "variant"),
+    ("kimmi", "kimi", "typo"), ("qwne", "qwen", "typo"),
+])
+def test_names(word: str, service: str, how: str) -> None:
+    index = NameIndex.build(CFG, service_aliases(CFG, SERVED))
+    found = index.find(word)
+    assert found is not None and {s.name for s in found.services} == {service} and found.how == how
+
+
+@pytest.mark.parametrize("word", ["gpu-c", "qwen2", "qwen9", "kimi2", "qwer", "llama", "time"])
+def test_other_names_are_not_typos(word: str) -> None:
+    assert NameIndex.build(CFG, service_aliases(CFG, SERVED)).find(word) is None
+
+
+@pytest.mark.parametrize(("text", "kind", "name", "value"), [
+    ("kimi tp?", "flag", "tensor-parallel-size", None), ("-tp of qwen", "flag", "tensor-parallel-size", None),
+    ("context length for kimi", "flag", "max-model-len", None), ("max_num_seqs on qwen", "flag", "max-num-seqs", None),
+    ("tensor paralel size qwen", "flag", "tensor-parallel-size", None),
+    ("gpu mem util on qwen3?", "flag", "gpu-memory-utilization", None),
+    ("are we still on NCCL_PROTO=LL?", "env", "NCCL_PROTO", "LL"),
+    ("which NCCL_ALGO is kimi on, still Ring?", "env", "NCCL_ALGO", "Ring"),
+    ("hf token on qwen?", "env", "HF_TOKEN", None), ("is HF_TOKEN set", "env", "HF_TOKEN", None),
+    ("nccl p2p level for kimi", "env", "NCCL_P2P_LEVEL", None), ("what log level is qwen at", "env",
+                                                                   "VLLM_LOGGING_LEVEL", None),
+])
+def test_settings_words(text: str, kind: str, name: str, value: str | None) -> None:
+    found = settings_words.find(words(read(text)))
+    assert found is not None and (found.kind, found.name, found.value) == (kind, name, value)
+
+
+@pytest.mark.parametrize("text", ["tail -n 40 qwen", "gpu util qwen", "show nccl and cuda env", "any NCCL errors"])
+def test_no_setting(text: str) -> None:
+    assert settings_words.find(words(read(text))) is None
+
+
+@pytest.mark.parametrize(("text", "english"), [
+    ("starte qwen neu", ["restart", "qwen"]), ("ne redémarre pas kimi", ["not", "restart", "not", "kimi"]),
+    ("不要重启 kimi", ["don't", "restart", "kimi"]), ("kimiのログを見せて", ["kimi", "logs", "show"]),
+    ("cuál es la longitud de contexto de kimi", ["which", "context", "length", "kimi"]),
+])
+def test_lexicons(text: str, english: list[str]) -> None:
+    w = lexicon.translate(words(read(text)), lambda x: x in ("kimi", "qwen"))
+    got = [t.norm for t in w.tokens if t.norm not in lexicon.stopwords()]
+    assert got == english
