@@ -98,3 +98,12 @@ class Context:
     jobs: Jobs | None = None  # None outside ``serve``: nothing is scheduled
     groups: GroupLookup = field(default_factory=NoGroups)
     dashboards: Dashboards | None = None  # the open App Home tabs (Slack only)
+
+
+def require_store(ctx: Context) -> StateStore:
+    """The state store of ``ctx``, for code that is only reached with one configured (restarts, follows,
+    benchmarks: their commands refuse politely without one first)."""
+    store = ctx.store
+    if store is None:
+        raise RuntimeError("this needs the state store ([state] dir or url)")
+    return store
