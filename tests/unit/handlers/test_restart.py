@@ -19,7 +19,7 @@ from handlers.follow import follow_key, lock_name
 from services.sim.scenarios import KIMI_UNIT
 from services.store.store import Store
 from tests.conftest import MakeCluster
-from tests.test_restart import ALICE, BOB, NOTIFY, OPS, THREAD, Bot, bot, kimi_cluster, notices, until
+from tests.test_restart import ALICE, BOB, NOTIFY, OPS, THREAD, Bot, bot, kimi_cluster, notices, set_profile, until
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -83,11 +83,12 @@ async def test_a_restart_left_by_a_stopped_bot_ends_once(make_cluster: MakeClust
 
 async def test_a_restart_in_flight_is_left_to_its_follow(make_cluster: MakeCluster) -> None:
     cluster = await kimi_cluster(make_cluster)
+    set_profile(cluster.sims["gpu-a"], seconds_per_shard=0.15)  # ~18 s of weights: seen running by the leader
     async with bot(cluster.config) as b:
         reply = await b.ask("restart kimi")
         rid = str(reply.data["request_id"])
         assert (await b.click(CONFIRM, rid, BOB)).executed
-        await until(lambda: f"restart:{rid}" in b.scheduler.job_ids(), 10, "the settle job of the request")
+        await until(lambda: f"restart:{rid}" in b.scheduler.job_ids(), 15, "the settle job of the request")
         await until(lambda: bool(notices(b, "is ready", NOTIFY)), 45, "the ready notice")
         assert (await _states(b, rid)) == {rid: "done"}
         assert await _interrupted(b) == {}
