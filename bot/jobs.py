@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from handlers.bench_run import expire_bench_request, is_bench_request, settle_bench_request
 from handlers.context import Asker, Context
 from handlers.follow import poll_follow
 from handlers.health_watch import watch
 from handlers.notify import Notifier
-from handlers.restart import expire_request
+from handlers.request_kinds import expire_request, settle_request
 
 if TYPE_CHECKING:
     from bot.app import Runtime
@@ -35,7 +34,7 @@ class Reconciler(Protocol):
     @property
     def leading(self) -> bool: ...
     async def reconcile(self) -> list[str]: ...
-    def settle_bench(self, request_id: str, at: datetime) -> None: ...
+    def settle(self, kind: str, request_id: str, at: datetime) -> None: ...
 
 
 @dataclass
@@ -129,15 +128,11 @@ async def watch_node_job(node: str) -> None:
 
 
 async def expire_request_job(request_id: str) -> None:
-    """Expire a restart request nobody confirmed, and rewrite its message."""
+    """Expire a confirmable request (of any kind) nobody confirmed, and rewrite its message."""
     live = _leading()
     if live is None:
         return
-    ctx = _context(live)
-    if await is_bench_request(ctx, request_id):  # issue 14: a `bench` request shares the request table
-        await expire_bench_request(ctx, request_id, live.notifier)
-        return
-    await expire_request(ctx, request_id, live.notifier)
+    await expire_request(_context(live), request_id, live.notifier)
 
 
 async def reconcile_job() -> None:
@@ -147,11 +142,16 @@ async def reconcile_job() -> None:
         await live.scheduler.reconcile()
 
 
-async def settle_bench_job(request_id: str) -> None:
-    """Finish a benchmark request a stopped process left confirmed or running (issue 14)."""
+async def settle_request_job(request_id: str) -> None:
+    """Finish a confirmable request (of any kind) a stopped process may have left confirmed or running."""
     live = _leading()
     if live is None:
         return
-    due = await settle_bench_request(_context(live), request_id, live.notifier)
-    if due is not None and live.scheduler is not None:
-        live.scheduler.settle_bench(request_id, due)
+    again = await settle_request(_context(live), request_id, live.notifier)
+    if again is not None and live.scheduler is not None:
+        live.scheduler.settle(again.kind, request_id, again.at)
+
+
+async def settle_bench_job(request_id: str) -> None:
+    """:func:`settle_request_job` by the path an older inferbot stored its benchmark jobs under."""
+    await settle_request_job(request_id)

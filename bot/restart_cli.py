@@ -22,10 +22,11 @@ from bot.app import runtime
 from bot.terminal import shown, shown_line
 from config.models import BotConfig, Service
 from handlers.audit import record
+from handlers.confirmable.flow import confirm_typed
 from handlers.context import Asker, Context
 from handlers.follow import follow_key, poll_follow
 from handlers.notify import RecordingNotifier
-from handlers.restart import clear_lock, confirm_typed_restart, impact, state_checks
+from handlers.restart import FORCED, RESTART, clear_lock, impact, state_checks
 from handlers.restart_diff import leftover_section
 from services import mentions
 
@@ -84,8 +85,6 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
         notifier = RecordingNotifier()
         rt.notifier = notifier
         ctx = rt.context(Asker(surface="cli", user_id=who))
-        store = rt.store
-        assert store is not None
         if clear:
             _removed, cleared = await clear_lock(ctx, svc)
             say(mentions.plain(cleared))
@@ -110,7 +109,7 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
             await record(ctx, "restart.refused", svc.name, svc.node, text)
             say(text)
             return EXIT_REFUSED
-        outcome = await confirm_typed_restart(ctx, svc, who, unavailable, force)
+        outcome = await confirm_typed(ctx, RESTART, svc, who, unavailable + (FORCED if force else ""), force)
         said = outcome.message.data.get("notice") if outcome.message is not None else outcome.ephemeral
         say(mentions.plain(str(said or "")))
         for section in outcome.message.sections[2:] if outcome.message is not None else []:

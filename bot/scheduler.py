@@ -1,9 +1,10 @@
 """The bot's scheduler: APScheduler 3 (asyncio) with its job store in the bot's own database.
 
 Jobs are ``bot.jobs`` functions with deterministic ids (``follow:<service>@<node>``, ``watch:<node>``,
-``expire:<request_id>``) and ``replace_existing=True``, so re-adding replaces instead of duplicating. A
-late run is still run (``misfire_grace_time=None``), piled-up runs are coalesced into one, and a job never
-overlaps itself. On start-up the loads in flight are reconciled from the store.
+``expire:<request_id>``, ``<kind>:<request_id>`` to settle a confirmable request) and ``replace_existing=True``,
+so re-adding replaces instead of duplicating. A late run is still run (``misfire_grace_time=None``), piled-up
+runs are coalesced into one, and a job never overlaps itself. On start-up the loads in flight are reconciled
+from the store.
 
 APScheduler 3 can't share a job store between two schedulers, so with replicas only the **leader**
 (``services.store.leader``) runs one: it is started when this replica is elected and shut down the moment it
@@ -162,9 +163,10 @@ class BotScheduler:
         self._sched.add_job(jobs.expire_request_job, "date", run_date=at, id=f"expire:{request_id}",
                             args=[request_id], replace_existing=True)
 
-    def settle_bench(self, request_id: str, at: datetime) -> None:
-        """Finish the benchmark request ``request_id`` at ``at`` (issue 14: its process may have stopped)."""
-        self._sched.add_job(jobs.settle_bench_job, "date", run_date=at, id=f"bench:{request_id}",
+    def settle(self, kind: str, request_id: str, at: datetime) -> None:
+        """Settle the request ``request_id`` of ``kind`` at ``at`` (its process may have stopped): job
+        ``<kind>:<request_id>`` (``bench:…`` as an older inferbot named its benchmarks' jobs)."""
+        self._sched.add_job(jobs.settle_request_job, "date", run_date=at, id=f"{kind}:{request_id}",
                             args=[request_id], replace_existing=True)
 
     # -- start-up
@@ -182,9 +184,8 @@ class BotScheduler:
         for req in await store.requests.unfinished():
             if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
-            elif req.state in ("confirmed", "running") and req.kind == "bench" \
-                    and self._sched.get_job(f"bench:{req.id}") is None:
-                self.settle_bench(req.id, datetime.now(UTC))  # issue 14: a benchmark a dead process left
+            elif req.state in ("confirmed", "running") and self._sched.get_job(f"{req.kind}:{req.id}") is None:
+                self.settle(req.kind, req.id, datetime.now(UTC))  # its process may have stopped
         if added:
             log.info("reconciled loads in flight: %s", ", ".join(added))
         return added

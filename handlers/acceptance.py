@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from config.models import Service
 from handlers.audit import record
-from handlers.context import Context
+from handlers.context import Context, require_store
 from handlers.notice_pipeline import Notice, Where, all_done, deliver_all
 from handlers.ports import Notifier
 from handlers.reply import Reply, Section, Status
@@ -20,18 +20,11 @@ from services.cluster import held_api_key
 from services.node.assemble import expected_model
 from services.node.bench_run import BenchOutcome, num_prompts, plan_for, run_acceptance, summary_line, verdict
 from services.node.probe import ProbeOptions
-from services.store.ports import StateStore
 from services.store.records import BenchRun, Follow
 
 PLAN_PROBE = ProbeOptions(gpus=False, journal_lines=0, http_timeout_s=3.0)
 STALE_MARGIN_S = 120.0
 
-
-
-def _store(ctx: Context) -> StateStore:
-    if ctx.store is None:
-        raise RuntimeError("the acceptance benchmark needs the state store")
-    return ctx.store
 
 
 def what_runs(service: Service) -> str:
@@ -89,7 +82,7 @@ async def _execute(ctx: Context, service: Service) -> Reply:
 
 async def run_bench(ctx: Context, service: Service, run_id: str, who: str | None = "inferbot") -> Reply | None:
     """Run the benchmark ``run_id`` once (or return how it ended); None while another process runs it."""
-    store = _store(ctx)
+    store = require_store(ctx)
     run = await store.bench_runs.get(run_id)
     if run is None and await store.bench_runs.claim(run_id, service.name, service.node, ctx.now()):
         await record(ctx, "bench.started", service.name, service.node, what_runs(service), request_id=run_id,
@@ -132,7 +125,7 @@ async def after_ready(ctx: Context, service: Service, f: Follow, places: list[Wh
     """
     if not service.acceptance.bench or not service.bench_dir:
         return True
-    store = _store(ctx)
+    store = require_store(ctx)
     if places and all([await store.notices.sent(f.key, f"bench:{where.place}") for where in places]):
         return True
     reply = await run_bench(ctx, service, ready_run_id(f))

@@ -138,3 +138,12 @@ class Context:
     # False: the front end shows the reply's sections and never its data (Slack), so an answer leaves out what
     # only ``data`` would carry (each service's JSON object: as large again as the cards at fleet scale).
     service_data: bool = True
+
+
+def require_store(ctx: Context) -> StateStore:
+    """The state store of ``ctx``, for code that is only reached with one configured (restarts, follows,
+    benchmarks: their commands refuse politely without one first)."""
+    store = ctx.store
+    if store is None:
+        raise RuntimeError("this needs the state store ([state] dir or url)")
+    return store

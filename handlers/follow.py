@@ -17,7 +17,7 @@ from config.models import Service
 from handlers.acceptance import after_ready
 from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration
-from handlers.context import Context
+from handlers.context import Context, require_store
 from handlers.live import apply_history
 from handlers.notice_pipeline import Notice, Where, all_done, deliver, deliver_all, was_held
 from handlers.notice_words import failed_notice, progress_text, ready_notice, unplanned_notice
@@ -60,13 +60,6 @@ def lock_name(service: str, node: str) -> str:
 def lock_ttl(ctx: Context) -> float:
     """How long a restart lock lives: the longest load plus a margin, so a dead bot's lock expires."""
     return ctx.config.watch.max_load + LOCK_MARGIN_S
-
-
-def require_store(ctx: Context) -> StateStore:
-    """The state store (following a load needs it)."""
-    if ctx.store is None:
-        raise RuntimeError("following a load needs the state store")
-    return ctx.store
 
 
 @dataclass

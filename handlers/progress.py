@@ -12,12 +12,11 @@ import logging
 from datetime import datetime
 
 from handlers.common import fmt_duration
-from handlers.context import Context
+from handlers.context import Context, require_store
 from handlers.notice_pipeline import Notice, Where, deliver
 from handlers.notice_words import progress_reply, progress_text
 from handlers.ports import Notifier
 from services.models import ServiceState
-from services.store.ports import StateStore
 from services.store.records import Follow
 
 log = logging.getLogger("inferbot.follow")
@@ -29,18 +28,12 @@ ENDED = {"ready": "load finished after", "failed": "load ended after", "timeout"
 """The last edit's words: the notice carries the contract words (✅ is ready / ❌ failed), this must not repeat them."""
 
 
-def _store(ctx: Context) -> StateStore:
-    if ctx.store is None:
-        raise RuntimeError("following a load needs the state store")
-    return ctx.store
-
-
 async def show_progress(ctx: Context, f: Follow, st: ServiceState, notifier: Notifier, now: datetime) -> Follow:
     """Post the progress message in the thread (once), or edit it (paced); returns the follow with its ts."""
     channel = f.thread_channel
     if not channel:
         return f
-    store = _store(ctx)
+    store = require_store(ctx)
     reply = progress_reply(f, progress_text(f, st, now))
     if f.progress_message_ts is None:
         out = await deliver(ctx, notifier, Notice(f.key, Where("progress", channel, f.thread_ts), reply, f.service,
@@ -63,7 +56,7 @@ async def show_progress(ctx: Context, f: Follow, st: ServiceState, notifier: Not
 
 async def end_progress(ctx: Context, f: Follow, outcome: str, notifier: Notifier, now: datetime) -> None:
     """The last edit of the progress message, once the load ended (the notice itself is posted apart)."""
-    fresh = await _store(ctx).follows.get(f.key)
+    fresh = await require_store(ctx).follows.get(f.key)
     if fresh is None or not fresh.progress_message_ts or not fresh.thread_channel:
         return
     took = fmt_duration((now - f.started_at).total_seconds())

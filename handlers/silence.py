@@ -31,13 +31,9 @@ def hhmm(at: datetime) -> str:
     return f"{at:%H:%M} UTC"
 
 
-def _mention(who: str) -> str:
-    return mentions.user(who)
-
-
 def silence_words(s: Silence) -> str:
     """``silenced until 15:40 UTC by <@U0ALICE>: planned driver update``."""
-    out = f"silenced until {hhmm(s.until)} by {_mention(s.by)}"
+    out = f"silenced until {hhmm(s.until)} by {mentions.user(s.by)}"
     return out + (f": {s.reason}" if s.reason else "")
 
 

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from handlers.audit import record
-from handlers.context import Context
-from handlers.follow import follow_key, lock_name, require_store, start_follow
+from handlers.context import Context, require_store
+from handlers.follow import follow_key, lock_name, start_follow
 from handlers.notice_pipeline import Notice, deliver_all, to_notify
 from handlers.notice_words import failed_notice
 from handlers.notify import Notifier, dashboards_changed

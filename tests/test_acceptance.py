@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from bot.render_text import render_text
-from handlers.bench_run import on_action as bench_action
+from handlers.request_kinds import on_action as bench_action
 from services.mentions import plain
 from services.node.bench_run import LABEL, BenchOutcome, LevelResult, num_prompts, summary_line, verdict
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
@@ -253,7 +253,7 @@ def test_parse_failures_say_why_redacted() -> None:
 
 async def test_bench_request_cancelled_or_expired_runs_nothing(make_cluster: MakeCluster,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from handlers.bench_run import expire_bench_request
+    from handlers.request_kinds import expire_request as expire_bench_request
 
     cluster = await bench_cluster(make_cluster, monkeypatch, bench=False)
     async with bot(cluster.config) as b:

@@ -22,11 +22,12 @@ from bot.dispatch import answer
 from bot.render_text import render_text
 from bot.scheduler import BotScheduler
 from config.models import BotConfig, Node
+from handlers.confirmable.kind import ActionOutcome
 from handlers.context import Asker
 from handlers.follow import reset_pacing
 from handlers.notify import RecordingNotifier
 from handlers.reply import Reply
-from handlers.restart import ActionOutcome, on_action
+from handlers.request_kinds import on_action
 from services.access import StaticGroups
 from services.mentions import plain
 from services.models import CommandResult

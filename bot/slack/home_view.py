@@ -46,10 +46,9 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _mention(who: str | None) -> str:
-    if who in (None, "", "unknown"):
-        return "someone outside inferbot"
-    return escape(mentions.user(who))  # live only for a Slack user id (from the audit log, never message text)
+def _who(who: str | None) -> str:
+    # Live only for a Slack user id (from the audit log, never message text); the watcher audits "unknown".
+    return escape(mentions.user(None if who == "unknown" else who, "someone outside inferbot"))
 
 
 def _service_text(c: ServiceCard) -> str:
@@ -96,12 +95,12 @@ def _service_context(c: ServiceCard, dash: Dashboard) -> str:
     if c.last_restart is not None:
         r = c.last_restart
         how = "restarted" if r.planned else "restarted (not by inferbot)"
-        by = f" by {_mention(r.by)}" if r.planned else ""
+        by = f" by {_who(r.by)}" if r.planned else ""
         parts.append(f":arrows_counterclockwise: last {how} {r.at:%Y-%m-%d %H:%M} UTC "
                      f"({ago(r.at, dash.read_at)}){by}")
     if c.silenced_until is not None:
         why = f": {escape(c.silence_reason)}" if c.silence_reason else ""
-        parts.append(f":no_bell: silenced until {c.silenced_until:%H:%M} UTC by {_mention(c.silenced_by)}{why} — "
+        parts.append(f":no_bell: silenced until {c.silenced_until:%H:%M} UTC by {_who(c.silenced_by)}{why} — "
                      "unplanned-restart, unhealthy and hung notices are held back")
     return cut("\n".join(parts), MAX_CONTEXT_TEXT)
 

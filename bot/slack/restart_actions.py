@@ -1,8 +1,9 @@
-"""Slack wiring of the restart flow: user-group lookup, posting the confirmation, and the button seam.
+"""Slack wiring of confirmable requests (a restart, a benchmark…): user-group lookup, posting the confirmation,
+and the button seam.
 
 ``bot.slack.app.on_restart_action`` delegates to :func:`handle_restart_action`; ``SlackBot.answer_and_post``
 hands a confirmation reply to :func:`post_confirmation` (a visible message whose ts is remembered, so the
-expiry job can rewrite it). No business rules here: they are in ``handlers.restart``.
+expiry job can rewrite it). No business rules here: they are the flow's, ``handlers/confirmable/``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.blocks import escape
 from bot.slack.notifier import SlackNotifier
-from handlers.bench_run import is_bench_request
-from handlers.bench_run import on_action as bench_on_action
+from handlers.confirmable.kind import CANCEL, CONFIRM
 from handlers.context import Asker
 from handlers.notify import Notifier
 from handlers.reply import Reply
-from handlers.restart import CANCEL, CONFIRM, on_action
+from handlers.request_kinds import on_action
 
 if TYPE_CHECKING:
     from bot.app import Runtime
@@ -67,7 +67,7 @@ def ensure_slack_services(rt: Runtime, client: AsyncWebClient) -> None:
 
 
 def is_confirmation(reply: Reply) -> bool:
-    """True for a restart confirmation (it carries the two buttons and a request id)."""
+    """True for a confirmation of a request, of any kind (it carries the two buttons and a request id)."""
     return bool(reply.data.get("request_id")) and any(a.action_id == CONFIRM for a in reply.actions)
 
 
@@ -79,7 +79,7 @@ async def post_confirmation(rt: Runtime, client: AsyncWebClient, channel: str, t
     try:
         ts = await notifier.post(channel, thread_ts, reply)
     except (SlackApiError, SlackClientError, OSError, TimeoutError) as e:
-        log.warning("could not post the restart confirmation: %s", type(e).__name__)
+        log.warning("could not post the confirmation: %s", type(e).__name__)
         return False
     if rt.store is not None:
         await rt.store.requests.set_message(str(reply.data["request_id"]), channel, ts)
@@ -90,7 +90,7 @@ async def handle_restart_action(
     action: dict[str, Any], body: dict[str, Any], client: AsyncWebClient, runtime: Runtime,
     respond: Callable[..., Awaitable[Any]],
 ) -> None:
-    """A button press (already acknowledged): run ``handlers.restart.on_action`` and show its outcome."""
+    """A button press (already acknowledged): run the flow's one ``on_action`` and show its outcome."""
     ensure_slack_services(runtime, client)
     action_id = str(action.get("action_id") or "")
     request_id = str(action.get("value") or "")
@@ -107,9 +107,7 @@ async def handle_restart_action(
         req = await runtime.store.requests.get(request_id)
         if req is not None and not req.message_ts:
             await runtime.store.requests.set_message(request_id, channel, message_ts)
-    # A benchmark request (issue 14) shares the buttons; its kind tells it apart.
-    bench = await is_bench_request(ctx, request_id)
-    outcome = await (bench_on_action if bench else on_action)(ctx, action_id, request_id)
+    outcome = await on_action(ctx, action_id, request_id)  # the request's kind says what the buttons confirm
     notifier: Notifier = runtime.notifier or SlackNotifier(client)
     if outcome.message is not None and channel and message_ts:
         try:

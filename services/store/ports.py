@@ -26,6 +26,7 @@ from services.models import ServiceState
 from services.store.records import (
     AuditEntry,
     BenchRun,
+    ConfirmableRequest,
     Follow,
     FollowReason,
     HealthMemo,
@@ -37,7 +38,6 @@ from services.store.records import (
     RateVerdict,
     RequestKind,
     RestartRecord,
-    RestartRequest,
     SettingsSnapshot,
     Silence,
     SmokeCheck,
@@ -78,15 +78,18 @@ class Locks(Protocol):
 
 
 class Requests(Protocol):
-    """Confirmable requests of every kind (restart, bench): one state machine, ``records.REQUEST_TRANSITIONS``."""
+    """Confirmable requests of every kind (restart, bench, …): one state machine, ``records.REQUEST_TRANSITIONS``."""
 
     async def create(self, request_id: str, service: str, node: str, unit: str, requested_by: str | None,
                      channel: str | None, thread_ts: str | None, created_at: datetime, expires_at: datetime,
                      force: bool, message_ts: str | None = None, *, kind: RequestKind) -> bool:
-        """Store a new request of ``kind`` in state ``pending``; False when ``request_id`` already exists."""
+        """Store a new request of ``kind`` in state ``pending``; False when ``request_id`` already exists.
+
+        A kind the store was not told of (``Store(request_kinds=...)``) is refused with ``ValueError``.
+        """
         ...
 
-    async def get(self, request_id: str) -> RestartRequest | None:
+    async def get(self, request_id: str) -> ConfirmableRequest | None:
         """The request ``request_id`` (with its kind), if it exists."""
         ...
 
@@ -104,7 +107,7 @@ class Requests(Protocol):
         """Remember where the confirmation message of a request is (to rewrite it later)."""
         ...
 
-    async def unfinished(self) -> list[RestartRequest]:
+    async def unfinished(self) -> list[ConfirmableRequest]:
         """Requests not yet in a final state (pending, confirmed, running), oldest first: for start-up."""
         ...
 

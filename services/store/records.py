@@ -16,10 +16,12 @@ from services.models import FlagValue
 
 LoadOutcome = Literal["ready", "failed", "timeout"]
 FollowReason = Literal["restart", "unplanned"]
-RequestKind = Literal["restart", "bench"]
-"""What a confirmable request does once confirmed (its row's ``kind``; ids of ``bench`` requests start with
-``b-``, which is what told them apart before the column, and what migration 0004 filled it in from)."""
+RequestKind = str
+"""What a confirmable request does once confirmed: its row's ``kind``, the name of a kind in the flow's table
+(``handlers/request_kinds.py``). Ids of ``bench`` requests start with ``b-``, which is what told them apart
+before the column, and what migration 0004 filled it in from."""
 REQUEST_KINDS: tuple[RequestKind, ...] = ("restart", "bench")
+"""The kinds a store accepts unless it is told others (``Store(request_kinds=...)``): one per kind of the flow."""
 RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
 
 REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -102,7 +104,7 @@ class LockRecord(_Record):
     expires_at: datetime
 
 
-class RestartRequest(_Record):
+class ConfirmableRequest(_Record):
     """A confirmable request (a restart, a benchmark: ``kind``) and where it is in the confirmation flow."""
 
     id: str

@@ -1,16 +1,27 @@
-"""Confirmable requests of every kind (restart, bench): a row each, every transition a compare-and-set."""
+"""Confirmable requests of every kind (restart, bench, …): a row each, every transition a compare-and-set."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select, update
 
-from services.store.engine import Repository, as_dict, aware, in_thread, insert_once, reading, update_row, writing
+from services.store.engine import (
+    Database,
+    Repository,
+    as_dict,
+    aware,
+    in_thread,
+    insert_once,
+    reading,
+    update_row,
+    writing,
+)
 from services.store.ports import Requests
-from services.store.records import REQUEST_KINDS, REQUEST_TRANSITIONS, RequestKind, RestartRequest
+from services.store.records import REQUEST_KINDS, REQUEST_TRANSITIONS, ConfirmableRequest, RequestKind
 from services.store.schema import requests
 
 __all__ = ["OPEN_STATES", "RequestsRepo"]
@@ -20,13 +31,20 @@ OPEN_STATES = ("pending", "confirmed", "running")
 
 
 class RequestsRepo(Repository, Requests):
-    """:class:`~services.store.ports.Requests` on the ``inferbot_requests`` table."""
+    """:class:`~services.store.ports.Requests` on the ``inferbot_requests`` table.
+
+    ``kinds``: the kind names it stores (a request of another kind is refused with ``ValueError``).
+    """
+
+    def __init__(self, db: Database, kinds: Iterable[RequestKind] = REQUEST_KINDS) -> None:
+        super().__init__(db)
+        self.kinds = frozenset(kinds)
 
     @in_thread
     def create(self, request_id: str, service: str, node: str, unit: str, requested_by: str | None,
                channel: str | None, thread_ts: str | None, created_at: datetime, expires_at: datetime,
                force: bool, message_ts: str | None = None, *, kind: RequestKind) -> bool:
-        if kind not in REQUEST_KINDS:
+        if kind not in self.kinds:
             raise ValueError(f"unknown request kind {kind!r}")
         return insert_once(self.db, requests, {
             "id": request_id, "kind": kind, "service": service, "node": node, "unit": unit,
@@ -37,9 +55,9 @@ class RequestsRepo(Repository, Requests):
         })
 
     @reading
-    def get(self, conn: Connection, request_id: str) -> RestartRequest | None:
+    def get(self, conn: Connection, request_id: str) -> ConfirmableRequest | None:
         row = conn.execute(select(requests).where(requests.c.id == request_id)).first()
-        return None if row is None else RestartRequest.model_validate(as_dict(row))
+        return None if row is None else ConfirmableRequest.model_validate(as_dict(row))
 
     @writing
     def transition(self, conn: Connection, request_id: str, from_states: AbstractSet[str], to_state: str,
@@ -58,10 +76,10 @@ class RequestsRepo(Repository, Requests):
         return update_row(self.db, requests, {"id": request_id}, {"message_channel": channel, "message_ts": ts})
 
     @reading
-    def unfinished(self, conn: Connection) -> list[RestartRequest]:
+    def unfinished(self, conn: Connection) -> list[ConfirmableRequest]:
         rows = conn.execute(select(requests).where(requests.c.state.in_(OPEN_STATES))
                             .order_by(requests.c.created_at, requests.c.id)).all()
-        return [RestartRequest.model_validate(as_dict(r)) for r in rows]
+        return [ConfirmableRequest.model_validate(as_dict(r)) for r in rows]
 
 
 def _check_transition(from_states: AbstractSet[str], to_state: str) -> None:

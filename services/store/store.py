@@ -14,6 +14,8 @@ store's own tables are prefixed ``inferbot_``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlalchemy.engine import URL
 
 from services.store.audit import AuditRepo
@@ -43,6 +45,7 @@ from services.store.ports import (
     Snapshots,
     Watches,
 )
+from services.store.records import REQUEST_KINDS
 from services.store.requests import RequestsRepo
 from services.store.restarts import RestartsRepo
 from services.store.samples import SamplesRepo
@@ -62,14 +65,16 @@ class Store:
     A :class:`~sqlalchemy.engine.URL` object may carry a password (``services.store.db_url``): it is used to
     connect and never shown (:attr:`url` prints ``***``). The schema is upgraded with Alembic on first use
     (``services.store.migrate``); a schema newer than this code raises ``services.store.migrate.SchemaTooNew``.
-    It satisfies :class:`services.store.ports.StateStore`, which is how handlers see it.
+    It satisfies :class:`services.store.ports.StateStore`, which is how handlers see it. ``request_kinds``:
+    the kinds of confirmable request it stores (``records.REQUEST_KINDS``, one per kind of the flow).
     """
 
-    def __init__(self, url: str | URL, *, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+    def __init__(self, url: str | URL, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
+                 request_kinds: Iterable[str] = REQUEST_KINDS) -> None:
         self.db = Database(url, busy_timeout_s=busy_timeout_s)
         self.writes = WriteQueue(self.db)
         self.locks: Locks = LocksRepo(self.db)
-        self.requests: Requests = RequestsRepo(self.db)
+        self.requests: Requests = RequestsRepo(self.db, request_kinds)
         self.restarts: Restarts = RestartsRepo(self.db)
         self.follows: Follows = FollowsRepo(self.db)
         self.notices: Notices = NoticesRepo(self.db)
