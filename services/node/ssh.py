@@ -153,8 +153,12 @@ class _Session(asyncssh.SSHClientSession[bytes]):
             self.err.clear()
             try:
                 self.chan.write(b"\n")
-            except OSError:  # the channel is already closing (BrokenPipeError)
-                self.close()
+            except OSError:
+                # The node closed the channel before it was asked (BrokenPipeError): it printed something else
+                # and ended. What it printed may still be held in the channel, unread, and closing the channel
+                # from here would throw it away; its end comes after it, so wait for that, as for a one-shot
+                # command's.
+                self.unasked = True
         try:
             return await waiter
         finally:
