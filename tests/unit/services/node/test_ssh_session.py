@@ -19,7 +19,7 @@ import pytest
 from config.models import Node
 from services.node.probe import session_answer_end
 from services.node.ssh import NodePool
-from services.node.ssh import _Session as Session
+from services.node.ssh_session import Session
 from tests.sshd import ClientKey, Sshd, start_sshd
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
