@@ -18,7 +18,7 @@ from handlers.reply import Chart, ChartMarker, ChartPanel, ChartSeries, Reply, S
 from services.node.probe import ProbeOptions
 from services.parse import bench as bench_parse
 from services.store.ports import StateStore
-from services.store.records import LoadRecord, MetricPoint
+from services.store.records import AuditEntry, LoadRecord, MetricPoint
 
 DEFAULT_WINDOW_S = 24 * 3600
 MAX_WINDOW_S = 7 * 24 * 3600  # what the store keeps
@@ -112,40 +112,8 @@ async def throughput(ctx: Context, req: Request) -> Reply:
                 f"server's /metrics every {fmt_duration(ctx.config.watch.interval)} while it is ready.")
         return Reply(intent="chart_throughput", title=f"Throughput of {who}", status="info",
                      sections=[Section(kind="text", text=text)], data=data)
-    xs = [p.at for p in points]
-    gen = [p.generation_tps for p in points]
-    prompt = [p.prompt_tps for p in points]
-    chart = Chart(
-        filename=f"throughput-{service.name}-{service.node}.png",
-        title=f"Throughput of {who} — last {span}",
-        subtitle=f"{len(points)} samples of /metrics; restarts marked",
-        alt_text="",
-        xlabel="time (UTC)",
-        gap_s=max(3 * ctx.config.watch.interval, 900.0),
-        panels=[
-            ChartPanel(ylabel="tokens/s", series=[
-                ChartSeries(name="generation tok/s", x=xs, y=gen),
-                ChartSeries(name="prompt tok/s", x=xs, y=prompt),
-            ]),
-            ChartPanel(ylabel="requests", series=[
-                ChartSeries(name="running", x=xs, y=[p.running for p in points], style="step"),
-                ChartSeries(name="waiting", x=xs, y=[p.waiting for p in points], style="step"),
-            ]),
-        ],
-        markers=[ChartMarker(at=e.at, label="restart" if e.event == "restart.executed" else "unplanned restart")
-                 for e in restarts],
-    )
-    lines = []
-    for label, values in (("generation", gen), ("prompt", prompt)):
-        s = _stats(values)
-        if s is not None:
-            lines.append(f"{label} {s[0]:,.1f} tok/s on average, peak {s[1]:,.1f}")
-    run, wait = _stats([p.running for p in points]), _stats([p.waiting for p in points])
-    if run is not None:
-        lines.append(f"requests running up to {run[1]:.0f}" + (f", waiting up to {wait[1]:.0f}" if wait else ""))
-    lines.append(f"{len(restarts)} restart{'s' if len(restarts) != 1 else ''} in the window"
-                 + (": " + ", ".join(f"{e.at:%m-%d %H:%M} UTC" for e in restarts[-5:]) if restarts else ""))
-    summary = "; ".join(lines)
+    chart = _throughput_chart(ctx, service, points, restarts, f"Throughput of {who} — last {span}")
+    summary = _throughput_summary(points, restarts)
     chart.alt_text = f"Line chart of {who}'s generation and prompt tokens per second and requests running and " \
                      f"waiting over the last {span} (UTC): {summary}."
     older = "; older than 24 h as 5-minute means" if any(p.resolution_s for p in points) else ""
@@ -156,6 +124,48 @@ async def throughput(ctx: Context, req: Request) -> Reply:
         sections.append(Section(kind="context", text=clamped))
     return Reply(intent="chart_throughput", title=f"Throughput of {who} — last {span}", status="ok",
                  sections=sections, chart=chart, data=data)
+
+
+def _throughput_chart(ctx: Context, service: Service, points: list[MetricPoint], restarts: list[AuditEntry],
+                      title: str) -> Chart:
+    """Tokens per second and requests over time, restarts marked (``alt_text`` is the caller's)."""
+    xs = [p.at for p in points]
+    return Chart(
+        filename=f"throughput-{service.name}-{service.node}.png",
+        title=title,
+        subtitle=f"{len(points)} samples of /metrics; restarts marked",
+        alt_text="",
+        xlabel="time (UTC)",
+        gap_s=max(3 * ctx.config.watch.interval, 900.0),
+        panels=[
+            ChartPanel(ylabel="tokens/s", series=[
+                ChartSeries(name="generation tok/s", x=xs, y=[p.generation_tps for p in points]),
+                ChartSeries(name="prompt tok/s", x=xs, y=[p.prompt_tps for p in points]),
+            ]),
+            ChartPanel(ylabel="requests", series=[
+                ChartSeries(name="running", x=xs, y=[p.running for p in points], style="step"),
+                ChartSeries(name="waiting", x=xs, y=[p.waiting for p in points], style="step"),
+            ]),
+        ],
+        markers=[ChartMarker(at=e.at, label="restart" if e.event == "restart.executed" else "unplanned restart")
+                 for e in restarts],
+    )
+
+
+def _throughput_summary(points: list[MetricPoint], restarts: list[AuditEntry]) -> str:
+    """The chart in one line: average and peak tok/s, the most requests running and waiting, the restarts."""
+    lines = []
+    for label, values in (("generation", [p.generation_tps for p in points]),
+                          ("prompt", [p.prompt_tps for p in points])):
+        s = _stats(values)
+        if s is not None:
+            lines.append(f"{label} {s[0]:,.1f} tok/s on average, peak {s[1]:,.1f}")
+    run, wait = _stats([p.running for p in points]), _stats([p.waiting for p in points])
+    if run is not None:
+        lines.append(f"requests running up to {run[1]:.0f}" + (f", waiting up to {wait[1]:.0f}" if wait else ""))
+    lines.append(f"{len(restarts)} restart{'s' if len(restarts) != 1 else ''} in the window"
+                 + (": " + ", ".join(f"{e.at:%m-%d %H:%M} UTC" for e in restarts[-5:]) if restarts else ""))
+    return "; ".join(lines)
 
 
 def _phase_split(load: LoadRecord, seen: dict[str, datetime]) -> dict[str, float]:

@@ -7,7 +7,7 @@ and how. A negation gets a short "I won't restart anything".
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from config.models import AccessPolicy, Service
@@ -85,52 +85,14 @@ async def handle(ctx: Context, req: Request) -> Reply:
     out: list[dict[str, Any]] = []
     down = DownNodes(snap.nodes, ((s.name, s.node) for s in req.services))
     for svc in req.services:
-        st: ServiceState | None = states.get((svc.name, svc.node))
-        status = STATE_STATUS[st.state] if st is not None else "info"
+        st = states.get((svc.name, svc.node))
         sections += down.card(svc.node)  # a down node's reason once, before its first service
-        sections.append(Section(kind="header", title=f"{svc.name} on {svc.node}", status=status))
-        fields: list[tuple[str, str]] = []
-        if st is not None and st.state != "unreachable":
-            started = f"{st.since:%Y-%m-%d %H:%M} UTC ({ago(st.since, now)})" if st.since else "unknown"
-            fields.append(("current start", started))
-            fields.append(("automatic restarts", f"{st.restarts} (systemd's NRestarts for this unit)"))
-        elif svc.node in down:
-            fields.append(("node", f"{down.words(svc.node)} (above)"))
-        elif st is not None:
-            fields.append(("node", state_line(st, now)))
         mine = [e for e in entries if e.service == svc.name and e.node in (svc.node, None)
                 and e.event in RESTART_EVENTS][:SHOWN]
-        policy = ctx.config.access_for(svc)
-        decision = await check_restart_access(policy, ctx.asker, groups_of(ctx), svc.name)
-        fields.append(("who may restart", who_may(policy)))
         several = len(names_nodes.get(svc.name, ())) > 1
-        if ctx.asker.surface != "slack":
-            you = f"may restart it from this shell: `inferbot restart {svc.name}{'@' + svc.node if several else ''}`"
-        else:
-            you = "may restart it" if decision.allowed else f"may not — {decision.reason}"
-        fields.append(("you", you))
-        fields.append(("how", how_to(svc, several)))
-        sections.append(Section(kind="fields", fields=fields))
-        if mine:
-            rows = [[f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M}", e.event.removeprefix("restart."), _who(e.who),
-                     e.detail] for e in mine]
-            sections.append(Section(kind="table", title="Last restart events (audit log)",
-                                    headers=["when (UTC)", "what", "who", "detail"], rows=rows))
-        elif audit_ok:
-            sections.append(Section(kind="text", text="No restart recorded in the audit log (by inferbot, or "
-                                                      "noticed by its watcher)."))
-        else:
-            sections.append(Section(kind="text", text="No state database ([state]), so no audit log to read."))
-        out.append({
-            "service": svc.name, "node": svc.node, "state": st.state if st is not None else None,
-            "since": st.since.isoformat() if st is not None and st.since else None,
-            "n_restarts": st.restarts if st is not None and st.state != "unreachable" else None,
-            "restarts": [e.model_dump(mode="json") for e in mine],
-            "access": {"users": list(policy.restart_users), "usergroups": list(policy.restart_usergroups),
-                       "channels": list(policy.restart_channels),
-                       "require_second_person": policy.require_second_person, "asker_allowed": decision.allowed},
-            "how": how_to(svc, several),
-        })
+        card, facts = await _service(ctx, svc, st, down, mine, several, audit_ok, now)
+        sections += card
+        out.append(facts)
     data = snapshot_data(snap)
     data["services"] = out
     # Who may restart and how are answered from the config; only a dead node and no audit log leave nothing.
@@ -139,3 +101,58 @@ async def handle(ctx: Context, req: Request) -> Reply:
     title = "Restarts of " + ", ".join(dict.fromkeys(s.name for s in req.services))
     return Reply(intent="restarts", ok=ok, title=title, status="info", sections=sections, data=data,
                  error=None if ok else "every targeted node is unreachable and there is no audit log")
+
+
+async def _service(ctx: Context, svc: Service, st: ServiceState | None, down: DownNodes, mine: list[AuditEntry],
+                   several: bool, audit_ok: bool, now: datetime) -> tuple[list[Section], dict[str, Any]]:
+    """One service's card (its start, who may restart it and how, its last restart events) and its facts."""
+    policy = ctx.config.access_for(svc)
+    decision = await check_restart_access(policy, ctx.asker, groups_of(ctx), svc.name)
+    fields = _state_fields(svc, st, down, now)
+    fields.append(("who may restart", who_may(policy)))
+    if ctx.asker.surface != "slack":
+        you = f"may restart it from this shell: `inferbot restart {svc.name}{'@' + svc.node if several else ''}`"
+    else:
+        you = "may restart it" if decision.allowed else f"may not — {decision.reason}"
+    fields.append(("you", you))
+    fields.append(("how", how_to(svc, several)))
+    status = STATE_STATUS[st.state] if st is not None else "info"
+    card = [Section(kind="header", title=f"{svc.name} on {svc.node}", status=status),
+            Section(kind="fields", fields=fields), _events(mine, audit_ok)]
+    facts = {
+        "service": svc.name, "node": svc.node, "state": st.state if st is not None else None,
+        "since": st.since.isoformat() if st is not None and st.since else None,
+        "n_restarts": st.restarts if st is not None and st.state != "unreachable" else None,
+        "restarts": [e.model_dump(mode="json") for e in mine],
+        "access": {"users": list(policy.restart_users), "usergroups": list(policy.restart_usergroups),
+                   "channels": list(policy.restart_channels),
+                   "require_second_person": policy.require_second_person, "asker_allowed": decision.allowed},
+        "how": how_to(svc, several),
+    }
+    return card, facts
+
+
+def _state_fields(svc: Service, st: ServiceState | None, down: DownNodes, now: datetime) -> list[tuple[str, str]]:
+    """The current start and systemd's restart count, or why the node could not say."""
+    if st is not None and st.state != "unreachable":
+        started = f"{st.since:%Y-%m-%d %H:%M} UTC ({ago(st.since, now)})" if st.since else "unknown"
+        return [("current start", started),
+                ("automatic restarts", f"{st.restarts} (systemd's NRestarts for this unit)")]
+    if svc.node in down:
+        return [("node", f"{down.words(svc.node)} (above)")]
+    if st is not None:
+        return [("node", state_line(st, now))]
+    return []
+
+
+def _events(mine: list[AuditEntry], audit_ok: bool) -> Section:
+    """The last restart events of the audit log, or why there are none to show."""
+    if mine:
+        rows = [[f"{e.at.astimezone(UTC):%Y-%m-%d %H:%M}", e.event.removeprefix("restart."), _who(e.who), e.detail]
+                for e in mine]
+        return Section(kind="table", title="Last restart events (audit log)",
+                       headers=["when (UTC)", "what", "who", "detail"], rows=rows)
+    if audit_ok:
+        return Section(kind="text", text="No restart recorded in the audit log (by inferbot, or noticed by its "
+                                         "watcher).")
+    return Section(kind="text", text="No state database ([state]), so no audit log to read.")

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncssh
 
-from config.local_file import KNOWN_HOSTS_MAX_BYTES, SSH_KEY_MAX_BYTES, regular_file_problem
 from config.models import Node
 from services.models import CommandResult, NodeError
-from services.node.ssh_files import SshFiles
+from services.node.ssh_errors import NodeUnreachable, connect_error, describe_error
+from services.node.ssh_files import SshFiles, local_files
+from services.node.ssh_session import AnswerEnd, Session
+
+__all__ = ["EXEC_GATE", "MAX_CHANNELS", "QUEUE_WAIT_S", "AnswerEnd", "NodePool", "NodeUnreachable", "busy_error",
+           "describe_error"]
+_Session = Session  # the name the session's tests knew it by (tests/test_watch_session.py)
 
 log = logging.getLogger("inferbot.ssh")
 
@@ -27,12 +29,11 @@ log = logging.getLogger("inferbot.ssh")
 # client sees a channel close, so 8 keeps clear of spurious "open failed" under load.
 MAX_CHANNELS = 8
 # How many commands may be starting at once across the pool (a channel opened, the exec request not yet
-# answered). asyncssh keeps an exec request's bytes (the probe is ~17 KB) until sshd answers it, and with
-# hundreds of nodes those answers queue in the event loop behind the nodes' output: a question to 512
-# nodes held all 512 requests and most of the outputs at once (~10 MB of its peak RSS; 128 saved ~8 MB).
-# A command only waits here for its start (one round trip); it runs, and its output arrives, beyond
-# the gate. The price is on a slow link: a start waits for one of 64 answers, so 512 nodes at 100 ms of
-# round trip start in ~0.8 s instead of at once (on a LAN, or loopback, nothing measurable).
+# answered). asyncssh keeps an exec request's bytes (the whole probe script) until sshd answers it, and with
+# hundreds of nodes those answers queue in the event loop behind the nodes' output: ungated, a question to
+# every node holds every request and most of the outputs at once. A command only waits here for its start
+# (one round trip); it runs, and its output arrives, beyond the gate. The price is on a slow link, where
+# starts go in waves of EXEC_GATE (the README's performance notes have the figures).
 EXEC_GATE = 64
 # How long a command may wait inside the bot (for one of its node's MAX_CHANNELS, or its turn at EXEC_GATE) before
 # the caller is told that the bot is busy (kind "busy"), at least; a command that may take longer than this on its
@@ -44,135 +45,12 @@ PREFERRED_CIPHERS = (
 )
 
 
-class NodeUnreachable(Exception):
-    """A node could not be asked; ``error`` says why and how to fix it."""
-
-    def __init__(self, error: NodeError) -> None:
-        super().__init__(error.reason)
-        self.error = error
-
-
-# A persistent session keeps at most this much of what the node wrote on stderr during one answer (only the
-# first line is ever shown, when the node's shell did not run the probe).
-SESSION_STDERR_MAX = 4096
-AnswerEnd = Callable[[bytearray], int | None]
-"""Where the first answer in the bytes read so far ends (the session's own trailer cut off), or None."""
-
-
-class _Session(asyncssh.SSHClientSession[bytes]):
-    """One long-lived channel running a fixed remote loop that answers once per newline it reads.
-
-    It holds one of its connection's channel permits from the moment it is opened until the channel is
-    closed (by us, by the node, or with the connection): an idle session channel counts against sshd's
-    MaxSessions like any other.
-    """
-
-    def __init__(self, command: str, end: AnswerEnd, permit: asyncio.Semaphore) -> None:
-        self.command = command
-        self._end = end
-        self._permit: asyncio.Semaphore | None = permit
-        self.chan: asyncssh.SSHClientChannel[bytes] | None = None
-        self.conn: asyncssh.SSHClientConnection | None = None
-        self.out = bytearray()
-        self.err = bytearray()
-        self.closed = False
-        self.exit_status: int | None = None
-        self.answers = 0  # answers it gave (0: freshly opened)
-        # It printed before it was first asked (a shell that does not run the probe): no answer can be framed;
-        # what it prints is kept until it ends, and read as a one-shot probe's output would be.
-        self.unasked = False
-        self.lost: Exception | None = None  # why the connection under it failed, if it did
-        self._waiter: asyncio.Future[int | None] | None = None
-
-    def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
-        self.chan = chan
-
-    def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
-        if datatype == asyncssh.EXTENDED_DATA_STDERR:
-            if len(self.err) < SESSION_STDERR_MAX:
-                self.err += data[: SESSION_STDERR_MAX - len(self.err)]
-            return
-        waiter = self._waiter
-        if self.unasked or ((waiter is None or waiter.done()) and not self.answers):
-            # Printed before the first trigger (a shell that says why and exits, or says something and hangs):
-            # kept whole until the channel ends, as a one-shot probe's output is read when its command ends.
-            self.unasked = True
-            self.out += data
-            return
-        if waiter is None or waiter.done():
-            self.close()  # output nobody asked for: this session can no longer be trusted to frame answers
-            return
-        self.out += data
-        end = self._end(self.out)
-        if end is not None:
-            waiter.set_result(end)
-
-    def exit_status_received(self, status: int) -> None:
-        self.exit_status = status
-
-    def eof_received(self) -> bool:
-        return False  # the loop ended: let the channel close
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.lost = exc
-        self._release()
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)  # ended before this answer was complete
-
-    def _release(self) -> None:
-        permit, self._permit = self._permit, None
-        if permit is not None:
-            permit.release()
-
-    def close(self) -> None:
-        """Close the channel (the node's loop reads end of input and exits); the permit is released when
-        the channel is gone."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.chan is not None:
-            self.chan.close()
-        else:
-            self._release()
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    async def answer(self, within_s: float) -> int | None:
-        """Ask for one answer (write the trigger): its length in ``out``, or None when the channel ended first;
-        ``TimeoutError`` after ``within_s``. (A timer on the future, not ``wait_for``: no task per answer.)"""
-        assert self.chan is not None
-        if self.closed:
-            return None  # it ended, or printed unasked, before this answer was asked for: nothing to wait for
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[int | None] = loop.create_future()
-        self._waiter = waiter
-        timer = loop.call_later(within_s, _time_out, waiter)
-        if not self.unasked:  # (else: no trigger, only the wait for its end, as for a one-shot command's)
-            self.out.clear()
-            self.err.clear()
-            try:
-                self.chan.write(b"\n")
-            except OSError:  # the channel is already closing (BrokenPipeError)
-                self.close()
-        try:
-            return await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-
-
-def _time_out(waiter: asyncio.Future[int | None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
-
-
 @dataclass
 class _Slot:
     conn: asyncssh.SSHClientConnection | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     channels: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CHANNELS))
-    session: _Session | None = None  # at most one persistent session per connection
+    session: Session | None = None  # at most one persistent session per connection
     session_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     waiting: int = 0  # callers waiting for one of the channels (the "busy" answer says how many)
     # The last connection attempt that failed: when it ended, and why. Callers that were waiting for it (behind
@@ -234,7 +112,7 @@ class NodePool:
         return self._slot(node).generation
 
     async def _connect(self, node: Node, limit_s: float) -> asyncssh.SSHClientConnection:
-        known_hosts, key = _local_files(node)
+        known_hosts, key = local_files(node)
         # The handshake gets the node's configured `timeout` (what the answer quotes), never more.
         limit_s = min(limit_s, node.timeout)
         try:
@@ -257,19 +135,7 @@ class NodePool:
         except BaseException as e:
             if isinstance(e, asyncio.CancelledError):
                 raise
-            error = describe_error(node, e, node.timeout)
-            # (HostKeyNotVerifiable and PermissionDenied are DisconnectErrors too: test them first.)
-            if isinstance(e, asyncssh.HostKeyNotVerifiable | asyncssh.PermissionDenied):
-                if isinstance(e, asyncssh.HostKeyNotVerifiable) and not _host_on_record(node, known_hosts):
-                    error = NodeError(
-                        kind="host_key",
-                        reason=f"the host {node.host}:{node.port} is not in known_hosts ({node.known_hosts})",
-                        fix=f"verify its fingerprint out of band, then add it: "
-                            f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
-                    )
-            elif isinstance(e, asyncssh.DisconnectError):
-                error = await _not_ssh(node) or error
-            raise NodeUnreachable(error) from None
+            raise NodeUnreachable(await connect_error(node, e, known_hosts)) from None
         self.connects += 1
         return conn
 
@@ -391,55 +257,72 @@ class NodePool:
         slot = self._slot(node)
         async with slot.session_lock:  # (waiting here is for another caller's answer: not the node's time)
             for attempt in (1, 2):
-                session = slot.session
-                if session is not None and (session.closed or session.command != command
-                                            or session.conn is not slot.conn):
-                    session.close()  # ended, or a different probe (the config changed), or an old connection
-                    session = slot.session = None
+                session = await self._session_for(node, slot, command, end, limit, attempt, wait_until)
                 if session is None:
-                    if not self._sessions:  # closed under this call: the lead was lost, or the bot is stopping
-                        raise NodeUnreachable(NodeError(
-                            kind="other", reason="the persistent session was closed: this replica stopped leading "
-                                                 "or is stopping", fix=""))
-                    session = await self._open_session(node, slot, command, end, limit, attempt, wait_until)
-                    if session is None:
-                        continue  # the connection had died: reconnected, try once more
-                try:
-                    got = await session.answer(limit)  # the node's time: from the trigger on
-                except BaseException as e:
-                    self._drop(slot, session)  # mid-answer: what it prints later must not be read as the next
-                    if isinstance(e, TimeoutError):
-                        raise NodeUnreachable(describe_error(node, e, limit)) from None
-                    raise
-                if got is None:
-                    self._drop(slot, session)
-                    if session.lost is not None:  # the connection failed under it: as run() does, once more
-                        slot.conn = None
-                        if attempt == 2:
-                            raise NodeUnreachable(describe_error(node, session.lost, limit)) from None
-                        continue
-                    if not session.out and session.answers and attempt == 1:
-                        continue  # it had ended while idle (its process killed): a new one
-                    # It ended while answering: what it printed, as a command that exited (the caller judges).
-                    return CommandResult(exit_status=session.exit_status, stdout=_text(bytes(session.out)),
-                                         stderr=_text(bytes(session.err)), elapsed_s=time.monotonic() - started)
-                session.answers += 1
-                self.runs += 1
-                stdout = session.out[:got].decode("utf-8", "replace")
-                stderr = session.err.decode("utf-8", "replace") if session.err else ""
-                if not self._sessions:
-                    self._drop(slot, session)  # leadership was lost while it answered
-                return CommandResult(exit_status=None, stdout=stdout, stderr=stderr,
-                                     elapsed_s=time.monotonic() - started)
+                    continue  # the connection had died: reconnected, try once more
+                result = await self._answer(node, slot, session, limit, attempt, started)
+                if result is not None:
+                    return result
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _session_for(self, node: Node, slot: _Slot, command: str, end: AnswerEnd, limit: float, attempt: int,
+                           wait_until: float) -> Session | None:
+        """The node's session running ``command``, opened when there is none it can use; None when the pooled
+        connection had died (the caller tries once more)."""
+        session = slot.session
+        if session is not None and (session.closed or session.command != command or session.conn is not slot.conn):
+            session.close()  # ended, or a different probe (the config changed), or an old connection
+            session = slot.session = None
+        if session is not None:
+            return session
+        if not self._sessions:  # closed under this call: the lead was lost, or the bot is stopping
+            raise NodeUnreachable(NodeError(
+                kind="other", reason="the persistent session was closed: this replica stopped leading "
+                                     "or is stopping", fix=""))
+        return await self._open_session(node, slot, command, end, limit, attempt, wait_until)
+
+    async def _answer(self, node: Node, slot: _Slot, session: Session, limit: float, attempt: int,
+                      started: float) -> CommandResult | None:
+        """One answer of ``session``; None when it cannot give one and a new session should be asked."""
+        try:
+            got = await session.answer(limit)  # the node's time: from the trigger on
+        except BaseException as e:
+            self._drop(slot, session)  # mid-answer: what it prints later must not be read as the next
+            if isinstance(e, TimeoutError):
+                raise NodeUnreachable(describe_error(node, e, limit)) from None
+            raise
+        if got is None:
+            return self._ended(node, slot, session, limit, attempt, started)
+        session.answers += 1
+        self.runs += 1
+        stdout = session.out[:got].decode("utf-8", "replace")
+        stderr = session.err.decode("utf-8", "replace") if session.err else ""
+        if not self._sessions:
+            self._drop(slot, session)  # leadership was lost while it answered
+        return CommandResult(exit_status=None, stdout=stdout, stderr=stderr, elapsed_s=time.monotonic() - started)
+
+    def _ended(self, node: Node, slot: _Slot, session: Session, limit: float, attempt: int,
+               started: float) -> CommandResult | None:
+        """A session that ended before its answer was complete: what it printed, or None to ask a new one."""
+        self._drop(slot, session)
+        if session.lost is not None:  # the connection failed under it: as run() does, once more
+            slot.conn = None
+            if attempt == 2:
+                raise NodeUnreachable(describe_error(node, session.lost, limit)) from None
+            return None
+        if not session.out and session.answers and attempt == 1:
+            return None  # it had ended while idle (its process killed): a new one
+        # It ended while answering: what it printed, as a command that exited (the caller judges).
+        return CommandResult(exit_status=session.exit_status, stdout=_text(bytes(session.out)),
+                             stderr=_text(bytes(session.err)), elapsed_s=time.monotonic() - started)
+
     async def _open_session(self, node: Node, slot: _Slot, command: str, end: AnswerEnd, limit: float,
-                            attempt: int, wait_until: float) -> _Session | None:
+                            attempt: int, wait_until: float) -> Session | None:
         """Open the persistent session (one channel, held until it closes); None when the pooled connection had
         died and was dropped (the caller tries once more); ``NodeUnreachable`` as :meth:`run` raises it."""
         conn = await self._connection(node, limit)
         await self._turn(node, slot.channels, wait_until)  # released by the session when its channel is gone
-        session = _Session(command, end, slot.channels)
+        session = Session(command, end, slot.channels)
         try:
             await self._start_session(node, conn, session, command, limit, wait_until)
         except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
@@ -459,7 +342,7 @@ class NodePool:
         self.session_opens += 1
         return session
 
-    async def _start_session(self, node: Node, conn: asyncssh.SSHClientConnection, session: _Session, command: str,
+    async def _start_session(self, node: Node, conn: asyncssh.SSHClientConnection, session: Session, command: str,
                              limit: float, wait_until: float) -> None:
         await self._turn(node, self._starting, wait_until, gate=True)  # its start behind EXEC_GATE, as every command's
         try:
@@ -469,7 +352,7 @@ class NodePool:
             self._starting.release()
 
     @staticmethod
-    def _drop(slot: _Slot, session: _Session) -> None:
+    def _drop(slot: _Slot, session: Session) -> None:
         session.close()
         if slot.session is session:
             slot.session = None
@@ -507,89 +390,6 @@ class NodePool:
                 pass
 
 
-def _local_files(node: Node) -> tuple[str, str | None]:
-    """The known_hosts path and client key path for ``node``; missing files are config errors."""
-    known_hosts = os.path.expanduser(node.known_hosts)
-    if not os.path.exists(known_hosts):
-        raise NodeUnreachable(NodeError(
-            kind="host_key",
-            reason=f"known_hosts file {node.known_hosts} does not exist",
-            fix=f"verify the node's host key fingerprint, then add it: "
-                f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
-        ))
-    # asyncssh reads these files itself: a FIFO would block its reader for good, /dev/zero fill the memory.
-    problem = regular_file_problem(known_hosts, KNOWN_HOSTS_MAX_BYTES)
-    if problem:
-        raise NodeUnreachable(NodeError(kind="host_key", reason=f"known_hosts file {node.known_hosts} {problem}",
-                                        fix="set known_hosts to the file holding the nodes' host keys"))
-    if not node.key_file:
-        return known_hosts, None
-    key_path = os.path.expanduser(node.key_file)
-    if not os.path.exists(key_path):
-        raise NodeUnreachable(NodeError(
-            kind="auth", reason=f"key file {node.key_file} does not exist",
-            fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
-        ))
-    for path in (key_path, key_path + ".pub", key_path + "-cert.pub"):  # asyncssh reads the pair's too
-        problem = regular_file_problem(path, SSH_KEY_MAX_BYTES)
-        if problem:
-            raise NodeUnreachable(NodeError(kind="auth", reason=f"key file {path} {problem}",
-                                            fix="set key_file to the bot's private key file"))
-    return known_hosts, key_path
-
-
-def _host_on_record(node: Node, known_hosts: str) -> bool:
-    """True when known_hosts has any key for the node (so a refused key is a mismatch, not a missing entry)."""
-    try:
-        entries = asyncssh.read_known_hosts(known_hosts)
-        keys, cas, _revoked, certs, ca_certs, _, _ = entries.match(node.host, node.host, node.port)
-    except (OSError, ValueError, asyncssh.Error):
-        return True  # unreadable: keep the cautious "mismatch" wording
-    return bool(keys or cas or certs or ca_certs)
-
-
-GREETING_WAIT_S = 1.5
-
-
-async def _not_ssh(node: Node) -> NodeError | None:
-    """When the handshake broke off: is the port an SSH server at all? A NodeError saying so, or None.
-
-    An SSH server sends its ``SSH-2.0-…`` greeting first; an HTTP server waits, and answers a greeting
-    with an error page. A port that closes without a word is left to the usual wording (sshd's
-    MaxStartups drops connections like that).
-    """
-    where = f"{node.host}:{node.port}"
-    wait = min(GREETING_WAIT_S, node.timeout)
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(node.host, node.port), wait)
-    except (OSError, TimeoutError):
-        return None
-    try:
-        said = await _read_some(reader, wait)
-        if said == b"" and reader.at_eof():
-            return None
-        if not said:
-            writer.write(b"SSH-2.0-inferbot_check\r\n")
-            said = await _read_some(reader, wait)
-    except OSError:
-        return None
-    finally:
-        writer.close()
-    first = said.split(b"\n", 1)[0].strip().decode("ascii", "replace")
-    if first.startswith("SSH-"):
-        return None
-    answered = f"it answered {first[:60]!r}" if first else "it sent no SSH greeting"
-    return NodeError(kind="protocol", reason=f"{where} is not an SSH server ({answered})",
-                     fix=f"check `host` and `port` of node {node.name} in the config: they must name the node's sshd")
-
-
-async def _read_some(reader: asyncio.StreamReader, wait: float) -> bytes:
-    try:
-        return await asyncio.wait_for(reader.read(256), wait)
-    except TimeoutError:
-        return b""
-
-
 def _text(v: object) -> str:
     if v is None:
         return ""
@@ -607,42 +407,3 @@ def busy_error(node: Node, waiting: int, gate: bool = False) -> NodeError:
         reason = (f"inferbot is busy: {questions} for {node.name} (all {MAX_CHANNELS} of its SSH channels are in "
                   f"use); it was not asked")
     return NodeError(kind="busy", reason=reason, fix="try again in a moment")
-
-
-def describe_error(node: Node, e: BaseException, timeout: float) -> NodeError:
-    """Turn a connection/command failure into a reason and a fix (never a traceback)."""
-    where = f"{node.host}:{node.port}"
-    if isinstance(e, asyncssh.HostKeyNotVerifiable):
-        return NodeError(
-            kind="host_key",
-            reason=f"host key mismatch for {where}: the key it presented is not the one in {node.known_hosts}",
-            fix="the key the node presented is not the one on record — if the node was reinstalled, "
-                "verify its new fingerprint out of band and update known_hosts; never accept it blindly",
-        )
-    if isinstance(e, asyncssh.PermissionDenied):
-        return NodeError(
-            kind="auth", reason=f"authentication refused for user {node.user!r} on {where}",
-            fix=f"add the bot's public key to ~{node.user}/.ssh/authorized_keys on the node, "
-                f"and check key_file in the config",
-        )
-    if isinstance(e, ConnectionRefusedError):
-        return NodeError(kind="refused", reason=f"connection refused on {where}",
-                         fix="is sshd running on the node, and is the port right?")
-    if isinstance(e, TimeoutError | asyncssh.TimeoutError | asyncio.TimeoutError):
-        return NodeError(
-            kind="timeout", reason=f"no answer from {where} within {timeout:g}s",
-            fix=f"check that the node is up and reachable; raise `timeout` of node {node.name} if it is slow",
-        )
-    if isinstance(e, socket.gaierror):
-        return NodeError(kind="dns", reason=f"cannot resolve host {node.host!r}",
-                         fix="check `host` for this node in the config")
-    if isinstance(e, asyncssh.ChannelOpenError | asyncssh.ConnectionLost | asyncssh.DisconnectError):
-        return NodeError(kind="protocol", reason=f"SSH connection to {where} was closed ({e})",
-                         fix="check sshd's logs on the node (MaxSessions, MaxStartups)")
-    if isinstance(e, asyncssh.KeyImportError | asyncssh.KeyEncryptionError):
-        return NodeError(kind="auth", reason=f"cannot use key file {node.key_file}: {e}",
-                         fix="use an unencrypted ed25519 key readable by the bot")
-    if isinstance(e, OSError):
-        return NodeError(kind="other", reason=f"cannot reach {where}: {e.strerror or e}",
-                         fix="check the network path to the node")
-    return NodeError(kind="other", reason=f"SSH to {where} failed: {type(e).__name__}: {e}", fix="")

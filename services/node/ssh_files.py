@@ -1,10 +1,11 @@
-"""The bot's SSH files (known_hosts, client key), read once and shared by every connection until they change.
+"""The bot's SSH files (known_hosts, client key): checked for each node, read once and shared by every
+connection until they change.
 
 Given file names, asyncssh reads and parses them again for every connection: the client key (and its
 ``.pub`` and ``-cert.pub``) in a worker thread, and the whole known_hosts file, every key in it decoded, in
-the event loop: with N nodes and a known_hosts of N lines, N² key imports to open the pool. Parsed once, the
-same objects are handed to every connection: asyncssh matches a
-host against a parsed known_hosts exactly as against its file, so what is trusted does not change.
+the event loop: with N nodes and a known_hosts of N lines, N² key imports to open the pool. Parsed once,
+the same objects are handed to every connection: asyncssh matches a host against a parsed known_hosts
+exactly as against its file, so what is trusted does not change.
 
 A file that changes (a host key added after "not in known_hosts", a rotated client key) is read again on
 the next connection: each use compares the file's inode, size, mtime and ctime with the ones it was read at.
@@ -18,6 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 import asyncssh
+
+from config.local_file import KNOWN_HOSTS_MAX_BYTES, SSH_KEY_MAX_BYTES, regular_file_problem
+from config.models import Node
+from services.models import NodeError
+from services.node.ssh_errors import NodeUnreachable
 
 T = TypeVar("T")
 Stamp = tuple[tuple[int, int, int, int] | None, ...]
@@ -91,3 +97,34 @@ class SshFiles:
     async def client_keys(self, path: str) -> list[asyncssh.SSHKeyPair]:
         """The key pairs asyncssh loads for the private key file at ``path``."""
         return await self._keys.get(path)
+
+
+def local_files(node: Node) -> tuple[str, str | None]:
+    """The known_hosts path and client key path for ``node``; missing files are config errors."""
+    known_hosts = os.path.expanduser(node.known_hosts)
+    if not os.path.exists(known_hosts):
+        raise NodeUnreachable(NodeError(
+            kind="host_key",
+            reason=f"known_hosts file {node.known_hosts} does not exist",
+            fix=f"verify the node's host key fingerprint, then add it: "
+                f"ssh-keyscan -p {node.port} {node.host} >> {node.known_hosts}",
+        ))
+    # asyncssh reads these files itself: a FIFO would block its reader for good, /dev/zero fill the memory.
+    problem = regular_file_problem(known_hosts, KNOWN_HOSTS_MAX_BYTES)
+    if problem:
+        raise NodeUnreachable(NodeError(kind="host_key", reason=f"known_hosts file {node.known_hosts} {problem}",
+                                        fix="set known_hosts to the file holding the nodes' host keys"))
+    if not node.key_file:
+        return known_hosts, None
+    key_path = os.path.expanduser(node.key_file)
+    if not os.path.exists(key_path):
+        raise NodeUnreachable(NodeError(
+            kind="auth", reason=f"key file {node.key_file} does not exist",
+            fix="create it with ssh-keygen -t ed25519 -f KEYFILE, or fix key_file in the config",
+        ))
+    for path in (key_path, key_path + ".pub", key_path + "-cert.pub"):  # asyncssh reads the pair's too
+        problem = regular_file_problem(path, SSH_KEY_MAX_BYTES)
+        if problem:
+            raise NodeUnreachable(NodeError(kind="auth", reason=f"key file {path} {problem}",
+                                            fix="set key_file to the bot's private key file"))
+    return known_hosts, key_path

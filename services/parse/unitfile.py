@@ -292,82 +292,102 @@ def parse_unit_cat(
     ``Environment=``; call ``expand_exec_start`` with EnvironmentFile values merged to get what the process
     really sees. ``unit_name`` defaults to the first file's name; ``vllm@8004.service`` gives ``%i=8004``.
     """
-    paths: list[str] = []
+    unit = _UnitSettings(instance, unit_name, extra_specifiers)
     section = ""
-    exec_lines: list[str] = []
-    pre_lines: list[str] = []
-    environment: dict[str, str] = {}
-    env_files: list[tuple[str, bool]] = []
-    scalars: dict[str, str] = {}
-    spec: dict[str, str] = {}
-
-    def refresh_spec() -> None:
-        spec.clear()
-        spec.update(unit_specifiers(unit_name, instance))
-        if extra_specifiers:
-            spec.update({k.lstrip("%"): v for k, v in extra_specifiers.items()})
-
-    refresh_spec()
     for header, line in logical_lines(text):
         if header is not None:
-            paths.append(header)
+            unit.file(header)
             section = ""
-            if not unit_name and len(paths) == 1:
-                unit_name = header.rsplit("/", 1)[-1]
-                # systemctl cat vllm@8004.service shows the template file vllm@.service.
-                if instance is not None and "@." in unit_name:
-                    unit_name = unit_name.replace("@.", f"@{instance}.", 1)
-                refresh_spec()
-            continue
-        if line.startswith("[") and line.endswith("]"):
+        elif line.startswith("[") and line.endswith("]"):
             section = line[1:-1].strip()
-            continue
-        key, eq, value = line.partition("=")
-        if not eq:
-            continue
-        key, value = key.strip(), value.strip()
+        else:
+            key, eq, value = line.partition("=")
+            if eq:
+                unit.assign(section, key.strip(), value.strip())
+    return unit.result()
+
+
+class _UnitSettings:
+    """The settings of a unit as its files are read in order, merged the way systemd merges them."""
+
+    def __init__(self, instance: str | None, unit_name: str, extra_specifiers: Mapping[str, str] | None) -> None:
+        self.instance = instance
+        self.unit_name = unit_name
+        self.extra_specifiers = extra_specifiers
+        self.paths: list[str] = []
+        self.exec_lines: list[str] = []
+        self.pre_lines: list[str] = []
+        self.environment: dict[str, str] = {}
+        self.env_files: list[tuple[str, bool]] = []
+        self.scalars: dict[str, str] = {}
+        self.spec: dict[str, str] = {}
+        self._refresh_spec()
+
+    def _refresh_spec(self) -> None:
+        self.spec.clear()
+        self.spec.update(unit_specifiers(self.unit_name, self.instance))
+        if self.extra_specifiers:
+            self.spec.update({k.lstrip("%"): v for k, v in self.extra_specifiers.items()})
+
+    def file(self, path: str) -> None:
+        """The next file begins (``# /etc/systemd/system/x.service``); the first names the unit."""
+        self.paths.append(path)
+        if not self.unit_name and len(self.paths) == 1:
+            self.unit_name = path.rsplit("/", 1)[-1]
+            # systemctl cat vllm@8004.service shows the template file vllm@.service.
+            if self.instance is not None and "@." in self.unit_name:
+                self.unit_name = self.unit_name.replace("@.", f"@{self.instance}.", 1)
+            self._refresh_spec()
+
+    def assign(self, section: str, key: str, value: str) -> None:
+        """One ``Key=value`` line of ``[section]``."""
         if section == "Unit" and key == "Description":
-            scalars["description"] = _expand_specifiers(value, spec)
+            self.scalars["description"] = _expand_specifiers(value, self.spec)
         if section != "Service":
-            continue
+            return
         if key == "ExecStart":
-            if value:
-                exec_lines.append(value)
-            else:
-                exec_lines.clear()
+            _append_or_reset(self.exec_lines, value)
         elif key == "ExecStartPre":
-            if value:
-                pre_lines.append(value)
-            else:
-                pre_lines.clear()
+            _append_or_reset(self.pre_lines, value)
         elif key == "Environment":
-            assigned = parse_environment_assignments(value, spec)
+            assigned = parse_environment_assignments(value, self.spec)
             if assigned is None:
-                environment.clear()
+                self.environment.clear()
             else:
-                environment.update(assigned)
+                self.environment.update(assigned)
         elif key == "EnvironmentFile":
             if not value:
-                env_files.clear()
+                self.env_files.clear()
             else:
                 optional = value.startswith("-")
-                env_files.append((_expand_specifiers(value[1:] if optional else value, spec), optional))
+                self.env_files.append((_expand_specifiers(value[1:] if optional else value, self.spec), optional))
         elif key in ("User", "WorkingDirectory", "Restart"):
-            scalars[key] = _expand_specifiers(value, spec)
+            self.scalars[key] = _expand_specifiers(value, self.spec)
 
-    return UnitFile(
-        paths=paths,
-        exec_start=split_command(exec_lines[0], environment, spec) if exec_lines else [],
-        exec_start_pre=[split_command(p, environment, spec) for p in pre_lines],
-        environment=environment,
-        environment_files=env_files,
-        description=scalars.get("description", ""),
-        user=scalars.get("User", ""),
-        working_directory=scalars.get("WorkingDirectory", ""),
-        restart=scalars.get("Restart", ""),
-        exec_start_lines=exec_lines,
-        specifiers=spec,
-    )
+    def result(self) -> UnitFile:
+        """The effective settings once every file was read."""
+        environment, spec = self.environment, self.spec
+        return UnitFile(
+            paths=self.paths,
+            exec_start=split_command(self.exec_lines[0], environment, spec) if self.exec_lines else [],
+            exec_start_pre=[split_command(p, environment, spec) for p in self.pre_lines],
+            environment=environment,
+            environment_files=self.env_files,
+            description=self.scalars.get("description", ""),
+            user=self.scalars.get("User", ""),
+            working_directory=self.scalars.get("WorkingDirectory", ""),
+            restart=self.scalars.get("Restart", ""),
+            exec_start_lines=self.exec_lines,
+            specifiers=spec,
+        )
+
+
+def _append_or_reset(lines: list[str], value: str) -> None:
+    # An empty assignment resets the list (systemd.unit(5)): drop-ins use it to replace a command.
+    if value:
+        lines.append(value)
+    else:
+        lines.clear()
 
 
 def _expand_specifiers(value: str, spec: Mapping[str, str]) -> str:

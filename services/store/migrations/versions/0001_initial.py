@@ -24,6 +24,22 @@ def _missing(table: str) -> bool:
 
 
 def upgrade() -> None:
+    # One step per aggregate of the store (services/store/), in the order the tables were always created.
+    _audit()
+    _follows()
+    _home_views()
+    _loads()
+    _locks()
+    _samples()
+    _notices()
+    _requests()
+    _restarts()
+    _snapshots()
+    _watches()
+
+
+def _audit() -> None:
+    """The audit log: every request, confirmation, restart and notice, with who and where."""
     if _missing('inferbot_audit'):
         op.create_table('inferbot_audit',
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -38,6 +54,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id')
         )
         op.create_index('ix_inferbot_audit_service', 'inferbot_audit', ['service', 'at'], unique=False)
+
+
+def _follows() -> None:
+    """Follows: a load being watched until it is ready or failed, and where its progress is shown."""
     if _missing('inferbot_follows'):
         op.create_table('inferbot_follows',
         sa.Column('follow_key', sa.String(length=300), nullable=False),
@@ -56,6 +76,10 @@ def upgrade() -> None:
         sa.Column('outcome', sa.String(length=40), nullable=True),
         sa.PrimaryKeyConstraint('follow_key')
         )
+
+
+def _home_views() -> None:
+    """The App Home views people opened, to refresh them."""
     if _missing('inferbot_home_views'):
         op.create_table('inferbot_home_views',
         sa.Column('user_id', sa.String(length=200), nullable=False),
@@ -64,6 +88,10 @@ def upgrade() -> None:
         sa.Column('dirty', sa.Boolean(), nullable=False),
         sa.PrimaryKeyConstraint('user_id')
         )
+
+
+def _loads() -> None:
+    """Load history: each load's outcome and duration, and when each of its phases was first seen."""
     if _missing('inferbot_load_phases'):
         op.create_table('inferbot_load_phases',
         sa.Column('service', sa.String(length=200), nullable=False),
@@ -88,6 +116,10 @@ def upgrade() -> None:
         sa.UniqueConstraint('service', 'node', 'invocation_id', name='uq_inferbot_loads_invocation')
         )
         op.create_index('ix_inferbot_loads_target', 'inferbot_loads', ['service', 'node', 'started_at'], unique=False)
+
+
+def _locks() -> None:
+    """Locks: one holder per name until it expires."""
     if _missing('inferbot_locks'):
         op.create_table('inferbot_locks',
         sa.Column('name', sa.String(length=300), nullable=False),
@@ -96,6 +128,10 @@ def upgrade() -> None:
         sa.Column('expires_at', sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint('name')
         )
+
+
+def _samples() -> None:
+    """Metric samples the watcher took from /metrics."""
     if _missing('inferbot_metric_samples'):
         op.create_table('inferbot_metric_samples',
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -116,6 +152,10 @@ def upgrade() -> None:
         )
         op.create_index('ix_inferbot_metric_samples_target', 'inferbot_metric_samples', ['service', 'node', 'at'],
                         unique=False)
+
+
+def _notices() -> None:
+    """Notice claims: each notice once per place and invocation."""
     if _missing('inferbot_notices'):
         op.create_table('inferbot_notices',
         sa.Column('follow_key', sa.String(length=300), nullable=False),
@@ -126,6 +166,10 @@ def upgrade() -> None:
         sa.Column('ts', sa.String(length=100), nullable=True),
         sa.UniqueConstraint('follow_key', 'place', 'invocation_id', name='uq_inferbot_notices_once')
         )
+
+
+def _requests() -> None:
+    """Confirmable requests and their state."""
     if _missing('inferbot_requests'):
         op.create_table('inferbot_requests',
         sa.Column('id', sa.String(length=200), nullable=False),
@@ -148,6 +192,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id')
         )
         op.create_index('ix_inferbot_requests_state', 'inferbot_requests', ['state'], unique=False)
+
+
+def _restarts() -> None:
+    """Restarts the bot ran (cooldowns)."""
     if _missing('inferbot_restarts'):
         op.create_table('inferbot_restarts',
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -159,6 +207,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id')
         )
         op.create_index('ix_inferbot_restarts_target', 'inferbot_restarts', ['service', 'node', 'at'], unique=False)
+
+
+def _snapshots() -> None:
+    """Snapshots of a service's settings as they were seen."""
     if _missing('inferbot_snapshots'):
         op.create_table('inferbot_snapshots',
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -177,6 +229,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id')
         )
         op.create_index('ix_inferbot_snapshots_target', 'inferbot_snapshots', ['service', 'node', 'id'], unique=False)
+
+
+def _watches() -> None:
+    """The watcher's baseline of each unit (unplanned restarts)."""
     if _missing('inferbot_watch'):
         op.create_table('inferbot_watch',
         sa.Column('service', sa.String(length=200), nullable=False),
