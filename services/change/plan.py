@@ -18,24 +18,13 @@ from services.change.catalogue import VersionTable
 from services.change.execline import ExecLine, NotVllm
 from services.change.spec import ChangeSpec
 from services.models import FlagValue, UnitFile
+from services.node.change import UnitSource
 from services.parse import unitfile, vllm_args
 from services.redact import REDACTED, Redactor, is_secret_name, iter_secret_env, redact_value
 from services.settings_diff import DiffItem
 
 _CAT_HEADER = re.compile(r"^# (/\S+)\s*$")
 Action = Literal["write", "remove", "nothing"]
-
-
-class UnitSource(BaseModel):
-    """What the node said about the unit: ``systemctl cat`` (fragment and drop-ins with their paths), the
-    ``EnvironmentFile=``s (None: unreadable or missing) and inferbot's drop-in as it is on disk (None: absent)."""
-
-    model_config = ConfigDict(extra="forbid")
-    unit: str
-    cat: str
-    dropin_path: str
-    dropin_text: str | None = None
-    env_files: dict[str, str | None] = Field(default_factory=dict)
 
 
 class PlanRefused(BaseModel):

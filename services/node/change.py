@@ -22,13 +22,25 @@ import binascii
 import json
 import shlex
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from config.models import PATH_RE, UNIT_RE, AccessPolicy, Node, Service
-from services.change.plan import UnitSource
 from services.models import Model, NodeError
 from services.node.ssh import NodePool, NodeUnreachable
 from services.redact import redact_patterns
+
+
+class UnitSource(BaseModel):
+    """What the node said about the unit: ``systemctl cat`` (fragment and drop-ins with their paths), the
+    ``EnvironmentFile=``s (None: unreadable or missing) and inferbot's drop-in as it is on disk (None: absent)."""
+
+    model_config = ConfigDict(extra="forbid")
+    unit: str
+    cat: str
+    dropin_path: str
+    dropin_text: str | None = None
+    env_files: dict[str, str | None] = Field(default_factory=dict)
+
 
 READ_LIMIT_S = 30.0
 PARSE_LIMIT_S = 240.0  # importing vLLM (torch) takes a while on a busy node
