@@ -21,12 +21,13 @@ Two tiers:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.slack.blocks import (
@@ -78,6 +79,20 @@ def _refused_blocks(e: SlackApiError) -> str | None:
     return reason if reason in BLOCKS_REFUSED else None
 
 
+async def _blocks_or_text(send: Callable[..., Awaitable[AsyncSlackResponse]], m: SlackMessage, channel: str,
+                          what: str) -> AsyncSlackResponse:
+    """``send`` ``m`` with its blocks; when Slack refuses the blocks (not the message), its text alone."""
+    try:
+        return await send(blocks=m.blocks, text=m.text)
+    except SlackApiError as e:
+        reason = _refused_blocks(e)
+        if reason is None:
+            raise
+        log.warning("Slack refused the blocks%s; sending the plain text instead", what,
+                    extra={"event": "slack-post", "channel": channel, "reason": reason})
+        return await send(text=m.text)
+
+
 def notice_messages(reply: Reply) -> list[SlackMessage]:
     """``reply`` as Slack messages; if it cannot be laid out, one line with its notice and why (logged)."""
     try:
@@ -110,30 +125,21 @@ class Poster:
     # -- the calls: raise when Slack refuses (after slack_sdk's retries)
     async def message(self, channel: str, thread_ts: str | None, m: SlackMessage) -> str:
         """``chat.postMessage`` ``m``; returns its ts. Refused blocks → its plain text."""
-        try:
-            resp = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, blocks=m.blocks,
-                                                      text=m.text, **NO_UNFURL, **INERT)
-        except SlackApiError as e:
-            reason = _refused_blocks(e)
-            if reason is None:
-                raise
-            log.warning("Slack refused the blocks; posting the plain text instead",
-                        extra={"event": "slack-post", "channel": channel, "reason": reason})
-            resp = await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=m.text,
-                                                      **NO_UNFURL, **INERT)
+
+        async def send(**content: Any) -> AsyncSlackResponse:
+            return await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, **content, **NO_UNFURL,
+                                                      **INERT)
+
+        resp = await _blocks_or_text(send, m, channel, "")
         return str(resp.get("ts") or "")
 
     async def edit(self, channel: str, ts: str, m: SlackMessage) -> None:
-        """``chat.update`` message ``ts`` with ``m``. Refused blocks → its plain text."""
-        try:
-            await self.client.chat_update(channel=channel, ts=ts, blocks=m.blocks, text=m.text, **INERT)
-        except SlackApiError as e:
-            reason = _refused_blocks(e)
-            if reason is None:
-                raise
-            log.warning("Slack refused the blocks of an edit; editing with the plain text instead",
-                        extra={"event": "slack-post", "channel": channel, "reason": reason})
-            await self.client.chat_update(channel=channel, ts=ts, text=m.text, blocks=[], **INERT)
+        """``chat.update`` message ``ts`` with ``m``. Refused blocks → its plain text (the old blocks removed)."""
+
+        async def send(**content: Any) -> AsyncSlackResponse:
+            return await self.client.chat_update(channel=channel, ts=ts, **{"blocks": [], **content}, **INERT)
+
+        await _blocks_or_text(send, m, channel, " of an edit")
 
     async def respond(self, response_url: str, m: SlackMessage, *, ephemeral: bool = False) -> None:
         """Post ``m`` to a ``response_url`` (a slash command's, a click's), never replacing the original.

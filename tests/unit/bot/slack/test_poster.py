@@ -60,6 +60,14 @@ def fell_back(calls: list[Call], words: str) -> None:
     assert words in second.body["text"]
 
 
+async def click(http: Any, payload: dict[str, Any]) -> None:
+    """A signed button click, acked."""
+    raw = urlencode({"payload": json.dumps(payload)})
+    async with http.session.post(http.url + "/slack/events", data=raw, headers={
+            "Content-Type": "application/x-www-form-urlencoded", **sign(raw)}) as r:
+        assert r.status == 200
+
+
 def inert(call: Call) -> None:
     """The Poster's marks on a message: Slack makes nothing in it live."""
     assert call.body["parse"] == "none" and call.body.get("link_names") in (False, None)
@@ -216,10 +224,7 @@ async def test_answers_to_a_mention_a_dm_and_a_suggestion_fall_back(fake_slack: 
         await state_of(app).drain(3)
         fell_back(fake_slack.calls_to("chat.postMessage")[2 * i:2 * i + 2], words)
     refuse_blocks(fake_slack)
-    raw = urlencode({"payload": json.dumps(block_action("suggest_run", "help", fake_slack.response_url()))})
-    async with http.session.post(http.url + "/slack/events", data=raw, headers={
-            "Content-Type": "application/x-www-form-urlencoded", **sign(raw)}) as r:
-        assert r.status == 200
+    await click(http, block_action("suggest_run", "help", fake_slack.response_url()))
     await fake_slack.wait_for("chat.postMessage", 6)
     await state_of(app).drain(3)
     fell_back(fake_slack.calls_to("chat.postMessage")[4:6], "inferbot")
@@ -244,9 +249,9 @@ async def test_a_confirmation_falls_back_and_so_does_its_rewrite_on_a_click(
     rt = store_runtime
     assert rt.store is not None
     now = datetime.now(UTC)
-    await rt.store.requests.create("r-0000000000aa", "kimi", "gpu-a", "vllm-kimi.service", HUMAN, "C0CHAN",
-                                   "1700000000.000100", now, now + timedelta(minutes=5), False, kind="restart")
     rid = "r-0000000000aa"
+    await rt.store.requests.create(rid, "kimi", "gpu-a", "vllm-kimi.service", HUMAN, "C0CHAN",
+                                   "1700000000.000100", now, now + timedelta(minutes=5), False, kind="restart")
     confirmation = answer_reply("Restart kimi on gpu-a?", data={"request_id": rid},
                                 actions=[Action(action_id="restart_confirm", text="Restart kimi", value=rid),
                                          Action(action_id="restart_cancel", text="Cancel", value=rid)])
@@ -262,15 +267,11 @@ async def test_a_confirmation_falls_back_and_so_does_its_rewrite_on_a_click(
     await fake_slack.wait_for("chat.postMessage", 2)
     await state_of(app).drain(3)
     fell_back(fake_slack.calls_to("chat.postMessage"), "Restart kimi on gpu-a?")
-    req = await rt.store.requests.get("r-0000000000aa")
+    req = await rt.store.requests.get(rid)
     assert req is not None and req.message_ts  # the text that was posted is the one the flow rewrites
     # The asker cancels it: the flow's rewrite of the message is an edit through the Poster.
     refuse_blocks(fake_slack, "chat.update")
-    click = block_action("restart_cancel", "r-0000000000aa", fake_slack.response_url("click"))
-    raw = urlencode({"payload": json.dumps(click)})
-    async with http.session.post(http.url + "/slack/events", data=raw, headers={
-            "Content-Type": "application/x-www-form-urlencoded", **sign(raw)}) as r:
-        assert r.status == 200
+    await click(http, block_action("restart_cancel", rid, fake_slack.response_url("click")))
     await fake_slack.wait_for("chat.update", 2)
     await state_of(app).drain(3)
     fell_back(fake_slack.calls_to("chat.update"), "Cancelled by")
@@ -300,12 +301,9 @@ async def test_a_home_restart_refused_in_a_dm_falls_back(fake_slack: FakeSlack, 
     app = make_app(empty_runtime)
     http = await serve_http(app)
     refuse_blocks(fake_slack)
-    click = block_action("home_restart", "kimi@gpu-a", fake_slack.response_url("home"))
-    click["container"] = {"type": "view", "view_id": "V0HOME"}
-    raw = urlencode({"payload": json.dumps(click)})
-    async with http.session.post(http.url + "/slack/events", data=raw, headers={
-            "Content-Type": "application/x-www-form-urlencoded", **sign(raw)}) as r:
-        assert r.status == 200
+    pressed = block_action("home_restart", "kimi@gpu-a", fake_slack.response_url("home"))
+    pressed["container"] = {"type": "view", "view_id": "V0HOME"}
+    await click(http, pressed)
     await fake_slack.wait_for("chat.postMessage", 2)
     await state_of(app).drain(3)
     calls = fake_slack.calls_to("chat.postMessage")
