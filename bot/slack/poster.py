@@ -64,10 +64,6 @@ class Where:
     response_url: str | None = None
 
 
-class BlocksRefused(Exception):
-    """A response_url refused a message's blocks (its HTTP answer names the reason)."""
-
-
 def _reason(e: BaseException) -> str:
     if isinstance(e, SlackApiError):
         return str(e.response.get("error") or e.response.status_code)
