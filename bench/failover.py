@@ -55,9 +55,9 @@ async def _replica(url: str) -> None:
     async with runtime(config) as rt:
         assert rt.store is not None
         await rt.store.prepare()
-        sched = BotScheduler(rt, RecordingNotifier())
+        sched = BotScheduler()
         leader = PgLeader(rt.store.sqlalchemy_url)
-        await sched.start(watch=False, leadership=leader)
+        await sched.start(rt.with_ports(notifier=RecordingNotifier(), jobs=sched), watch=False, leadership=leader)
         print(json.dumps({"event": "ready", "t": time.time()}), flush=True)
         said: set[str] = set()
         while True:

@@ -573,8 +573,8 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
                 rt.pool.ask = fake_ask  # type: ignore[method-assign]  # the leader's persistent session
             notifier = RecordingNotifier()
             if direct:
-                sched = BotScheduler(rt, notifier, watch_s=3600)
-                await sched.start(watch=False)
+                sched = BotScheduler(watch_s=3600)
+                await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=False)
                 node = config.nodes[0].name
                 for _ in range(3):  # baseline, first samples
                     await jobs.watch_node_job(node)
@@ -592,8 +592,8 @@ async def watch(rec: Path, n: int, seconds: float, interval: float, state: str, 
                 out.update(polls=polls, cpu_ms_per_poll=m.cpu_s * 1000 / max(1, polls),
                            wall_ms_per_poll=m.wall_s * 1000 / max(1, polls))
             else:
-                sched = BotScheduler(rt, notifier, watch_s=interval)
-                await sched.start(watch=True)
+                sched = BotScheduler(watch_s=interval)
+                await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=True)
                 await asyncio.sleep(interval * 1.5)  # every node polled once: baselines, connections
                 runs0, c0, t0 = rt.pool.runs, _cpu_s(), time.perf_counter()
                 s0 = resource.getrusage(resource.RUSAGE_SELF).ru_stime

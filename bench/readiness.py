@@ -3,7 +3,7 @@
     python -m bench.readiness --samples 3
 
 One simulated Kimi node (a short load) behind a real sshd on 127.0.0.2, the fake Slack Web API on
-loopback, and the bot's own pieces: ``runtime(config)``, ``SlackNotifier``, ``BotScheduler`` with the
+loopback, and the bot's own pieces: ``runtime(config)``, ``Poster``, ``BotScheduler`` with the
 default ``[watch] poll`` interval, and ``handlers.follow.start_follow`` as a confirmed restart calls it.
 For each sample the unit is restarted, the follow starts ``offset`` seconds later (so ``/health`` turns 200
 at a different point of the poll cycle each time; the last sample lands just after a poll, near the worst
@@ -38,7 +38,7 @@ from bench.cluster import PR_SET_CHILD_SUBREAPER, reap_all
 from bench.common import REPO_ROOT
 
 FEATURE = {"bot.scheduler": "bot/scheduler.py", "bot.jobs": "bot/jobs.py", "handlers.follow": "handlers/follow.py",
-           "bot.slack.notifier": "bot/slack/notifier.py"}
+           "bot.slack.poster": "bot/slack/poster.py"}
 FAKE_SLACK = REPO_ROOT / "tests" / "slack" / "fake_slack.py"
 NOTIFY = "C0NOTIFY"
 LOAD_S = 4.0  # the simulated load after each restart (about; plus the fake server's start-up)
@@ -83,7 +83,7 @@ async def run(samples: int) -> dict[str, Any]:
 
     from bot.app import runtime
     from bot.scheduler import BotScheduler
-    from bot.slack.notifier import SlackNotifier
+    from bot.slack.poster import Poster
     from config.models import BotConfig
     from handlers.follow import start_follow
     from services.sim.node import SimNode
@@ -131,9 +131,9 @@ async def run(samples: int) -> dict[str, Any]:
                     probes.append((t0, time.monotonic()))
 
             rt.cluster.snapshot = timed_snapshot  # type: ignore[method-assign]
-            notifier = SlackNotifier(AsyncWebClient(token="xoxb-bench", base_url=fs.api_url))
-            sched = BotScheduler(rt, notifier)
-            await sched.start(watch=False)
+            notifier = Poster(AsyncWebClient(token="xoxb-bench", base_url=fs.api_url))
+            sched = BotScheduler()
+            await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=False)
             try:
                 load_s = LOAD_S
                 for i in range(samples):

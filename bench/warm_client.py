@@ -62,7 +62,7 @@ class _Failures(logging.Handler):
             self.seen.append(f"{type(e).__name__}: {e}")
 
 
-SERVE_MODULES = ("bot.slack.serve", "bot.replicas", "bot.slack.app", "bot.scheduler", "bot.slack.notifier",
+SERVE_MODULES = ("bot.slack.serve", "bot.replicas", "bot.slack.app", "bot.scheduler", "bot.slack.poster",
                  "bot.slack.home", "slack_bolt.adapter.socket_mode.async_handler")
 """What ``inferbot serve`` imports (``bot.slack.serve`` and what it imports as it starts)."""
 

@@ -84,9 +84,9 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
 
         rt.cluster.probe_node = counting_probe  # type: ignore[method-assign]  # counts, then does the real work
         notifier = RecordingNotifier()
-        sched = BotScheduler(rt, notifier)
+        sched = BotScheduler()
         c0, t0 = _cpu_s(), time.monotonic()
-        await sched.start(watch=True)
+        await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(first_round.wait(), first_round_limit_s)
         live = jobs.current()

@@ -31,15 +31,20 @@ FD_HEADROOM = 256
 """Open files the bot needs besides one socket per node: the store, Slack's sockets, logs, the event loop."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Runtime:
-    """Everything long-lived that handlers may be given."""
+    """Everything long-lived that handlers may be given: built once, whole, and never changed.
+
+    :func:`runtime` opens the core (config, node pool, cluster, store); a front end that gives handlers
+    ports (how to post notices, schedule follow-ups, look up user groups, refresh dashboards) builds its
+    runtime whole on that core with :meth:`with_ports` (the terminal, the tests) or as a subclass of its
+    own (``bot.slack.runtime.SlackRuntime``). Nothing fills a port in afterwards.
+    """
 
     config: BotConfig
     pool: NodePool
     cluster: Cluster
     store: Store | None = None
-    # How handlers post notices, schedule follow-ups and look up Slack user groups; set by the front end.
     notifier: Notifier | None = None
     jobs: Jobs | None = None
     groups: GroupLookup | None = None
@@ -54,6 +59,12 @@ class Runtime:
         return Context(config=self.config, cluster=self.cluster, asker=asker or Asker(), store=store,
                        notifier=self.notifier, jobs=self.jobs, groups=self.groups or NoGroups(),
                        dashboards=self.dashboards, service_data=service_data)
+
+    def with_ports(self, *, notifier: Notifier | None = None, jobs: Jobs | None = None,
+                   groups: GroupLookup | None = None, dashboards: Dashboards | None = None) -> Runtime:
+        """A runtime on this one's core (config, pool, cluster, store) with exactly these ports."""
+        return Runtime(config=self.config, pool=self.pool, cluster=self.cluster, store=self.store,
+                       opening=self.opening, notifier=notifier, jobs=jobs, groups=groups, dashboards=dashboards)
 
 
 def open_store(config: BotConfig) -> Store:

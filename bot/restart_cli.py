@@ -81,10 +81,8 @@ async def run_restart(config: BotConfig, service: str, force: bool, wait: bool, 
         say(problem)
         return EXIT_USAGE
     who = terminal_user()
-    async with runtime(config) as rt:
-        notifier = RecordingNotifier()
-        rt.notifier = notifier
-        ctx = rt.context(Asker(surface="cli", user_id=who))
+    async with runtime(config) as core:
+        ctx = core.with_ports(notifier=RecordingNotifier()).context(Asker(surface="cli", user_id=who))
         if clear:
             _removed, cleared = await clear_lock(ctx, svc)
             say(mentions.plain(cleared))

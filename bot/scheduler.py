@@ -26,7 +26,6 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import jobs
-from handlers.notify import Notifier
 from services.store.leader import Leadership, SoleLeader
 from services.store.schema import JOBSTORE_TABLE
 
@@ -47,22 +46,37 @@ the fleet (a watcher per node, every interval) and buys nothing, since every lea
 
 
 class BotScheduler:
-    """Schedules follow, watch and expiry jobs; implements ``handlers.notify.Jobs``."""
+    """Schedules follow, watch and expiry jobs; implements ``handlers.ports.Jobs``.
 
-    def __init__(self, rt: Runtime, notifier: Notifier, *, poll_s: float | None = None,
-                 watch_s: float | None = None) -> None:
-        if rt.store is None:
-            raise RuntimeError("the scheduler needs the state store")
-        self.runtime = rt
-        self.notifier = notifier
-        self.poll_s = poll_s if poll_s is not None else rt.config.watch.poll
-        self.watch_s = watch_s if watch_s is not None else rt.config.watch.interval
-        self._sched = self._new_scheduler()
-        self._live = jobs.Live(runtime=rt, notifier=notifier, scheduler=self)
+    Made before the runtime it serves (it is that runtime's ``jobs`` port) and started with it: the runtime
+    its jobs run against, complete, is handed over once, at :meth:`start`.
+    """
+
+    def __init__(self, *, poll_s: float | None = None, watch_s: float | None = None) -> None:
+        self._poll_s, self._watch_s = poll_s, watch_s
+        self._run: jobs.Live | None = None  # what the jobs run against, from start() on
+        self._sched: AsyncIOScheduler | None = None
         self.leadership: Leadership = SoleLeader()
         self._watch = False
         self._terms = 0  # how many times this replica became the leader
         self.first_job_at: float | None = None  # time.time() of the first job this leader ran (bench)
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime the jobs run against (given at :meth:`start`)."""
+        if self._run is None:
+            raise RuntimeError("the scheduler has not been started")
+        return self._run.runtime
+
+    @property
+    def poll_s(self) -> float:
+        """How often a follow job polls its load."""
+        return self._poll_s if self._poll_s is not None else self.runtime.config.watch.poll
+
+    @property
+    def watch_s(self) -> float:
+        """How often a watcher looks at its node."""
+        return self._watch_s if self._watch_s is not None else self.runtime.config.watch.interval
 
     def _new_scheduler(self) -> AsyncIOScheduler:
         assert self.runtime.store is not None
@@ -71,24 +85,39 @@ class BotScheduler:
                                 job_defaults=dict(JOB_DEFAULTS), timezone=UTC)
 
     @property
+    def _aps(self) -> AsyncIOScheduler:
+        if self._sched is None:
+            raise RuntimeError("the scheduler has not been started")
+        return self._sched
+
+    @property
     def leading(self) -> bool:
         """True while this replica is the scheduler leader (always, on SQLite)."""
-        return self.leadership.role == "leader" and self._sched.running
+        return self.leadership.role == "leader" and self._sched is not None and self._sched.running
 
-    async def start(self, watch: bool | None = None, leadership: Leadership | None = None) -> None:
-        """Register the live objects and campaign for leadership (SQLite: lead at once); when elected,
-        start, reconcile in-flight loads and add the watchers."""
-        jobs.register(self._live)
-        self.runtime.jobs = self
-        if self.runtime.notifier is None:
-            self.runtime.notifier = self.notifier
-        self._watch = self.runtime.config.watch.enabled if watch is None else watch
+    async def start(self, rt: Runtime, watch: bool | None = None, leadership: Leadership | None = None) -> None:
+        """Run the jobs against ``rt`` and campaign for leadership (SQLite: lead at once); when elected,
+        start, reconcile in-flight loads and add the watchers.
+
+        ``rt`` is complete: its ``jobs`` is this scheduler, its ``notifier`` posts the notices, its store
+        keeps the jobs.
+        """
+        if rt.store is None:
+            raise RuntimeError("the scheduler needs the state store")
+        if rt.jobs is not self:
+            raise ValueError("start the scheduler with the runtime whose jobs it is")
+        if rt.notifier is None:
+            raise ValueError("the scheduler's jobs post notices: its runtime needs a notifier")
+        self._run = jobs.Live(runtime=rt, notifier=rt.notifier, scheduler=self)
+        self._sched = self._new_scheduler()
+        jobs.register(self._run)
+        self._watch = rt.config.watch.enabled if watch is None else watch
         if leadership is not None:
             self.leadership = leadership
         await self.leadership.start(self._elected, self._lost)
 
     async def _elected(self) -> None:
-        if self._sched.running:
+        if self._aps.running:
             return
         if self._terms:  # shut down after an earlier term: a fresh scheduler (and job store) for this one
             self._sched = self._new_scheduler()
@@ -97,20 +126,20 @@ class BotScheduler:
         assert self.runtime.store is not None
         self.runtime.store.forget_watcher_memos()  # another replica may have led (and watched) meanwhile
         self.runtime.pool.keep_sessions(True)  # the watchers' persistent sessions: the leader's only
-        self._sched.start()
-        for job in self._sched.get_jobs(jobstore="default"):
+        self._aps.start()
+        for job in self._aps.get_jobs(jobstore="default"):
             if job.id == "reconcile" or job.id.startswith("watch:"):  # kept there by an older inferbot
-                self._sched.remove_job(job.id, jobstore="default")
+                self._aps.remove_job(job.id, jobstore="default")
         await self.reconcile()
         if self._watch:
             self.add_watches()
-        self._sched.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile", jobstore=VOLATILE,
+        self._aps.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile", jobstore=VOLATILE,
                             replace_existing=True, next_run_time=datetime.now(UTC))  # first act: catch up
 
     async def _lost(self) -> None:
         # Fencing: stop scheduling at once; the jobs stay in the store for the next leader, and the watcher's
         # queued baselines and memos are not written over the new leader's.
-        if self._sched.running:
+        if self._sched is not None and self._sched.running:
             self._sched.shutdown(wait=False)
             await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
         # A standby keeps no channel open on any node: the watchers' sessions close (a poll still in flight
@@ -123,9 +152,9 @@ class BotScheduler:
         """Stop scheduling, let the steps in flight finish (up to ``drain_s``), write the watcher's queued
         writes, then give up leadership (jobs stay in the store for the next start). Still the leader while
         draining and writing, so no other replica runs the same steps meanwhile."""
-        if self._sched.running:
+        if self._sched is not None and self._sched.running and self._run is not None:
             self._sched.pause()
-            left = await self._live.drain(drain_s)
+            left = await self._run.drain(drain_s)
             if left:
                 log.warning("stopping with %d scheduled step(s) still running: cancelled", left)
         if self.leading and self.runtime.store is not None:
@@ -134,17 +163,17 @@ class BotScheduler:
             except Exception:
                 log.warning("the watcher's last samples and memos could not be written", exc_info=True)
         await self.leadership.stop()
+        if self._run is None:
+            return  # never started
         await self._lost()
-        jobs.unregister(self._live)
-        if self.runtime.jobs is self:
-            self.runtime.jobs = None
+        jobs.unregister(self._run)
 
-    # -- handlers.notify.Jobs
+    # -- handlers.ports.Jobs
     def follow(self, key: str) -> None:
         """Poll the load ``key`` every ``[watch] poll``, starting now (a standby leaves it to the leader)."""
         if not self.leading:
             return
-        self._sched.add_job(jobs.poll_follow_job, "interval", seconds=self.poll_s, id=f"follow:{key}", args=[key],
+        self._aps.add_job(jobs.poll_follow_job, "interval", seconds=self.poll_s, id=f"follow:{key}", args=[key],
                             replace_existing=True, next_run_time=datetime.now(UTC))
 
     def stop_follow(self, key: str) -> None:
@@ -152,7 +181,7 @@ class BotScheduler:
         if not self.leading:
             return
         try:
-            self._sched.remove_job(f"follow:{key}")
+            self._aps.remove_job(f"follow:{key}")
         except JobLookupError:
             pass
 
@@ -160,13 +189,13 @@ class BotScheduler:
         """Expire the request ``request_id`` at ``at`` (a standby leaves it to the leader)."""
         if not self.leading:
             return
-        self._sched.add_job(jobs.expire_request_job, "date", run_date=at, id=f"expire:{request_id}",
+        self._aps.add_job(jobs.expire_request_job, "date", run_date=at, id=f"expire:{request_id}",
                             args=[request_id], replace_existing=True)
 
     def settle(self, kind: str, request_id: str, at: datetime) -> None:
         """Settle the request ``request_id`` of ``kind`` at ``at`` (its process may have stopped): job
         ``<kind>:<request_id>`` (``bench:…`` as an older inferbot named its benchmarks' jobs)."""
-        self._sched.add_job(jobs.settle_request_job, "date", run_date=at, id=f"{kind}:{request_id}",
+        self._aps.add_job(jobs.settle_request_job, "date", run_date=at, id=f"{kind}:{request_id}",
                             args=[request_id], replace_existing=True)
 
     # -- start-up
@@ -178,13 +207,13 @@ class BotScheduler:
         if not self.leading:
             return added
         for f in await store.follows.active():
-            if self._sched.get_job(f"follow:{f.key}") is None:
+            if self._aps.get_job(f"follow:{f.key}") is None:
                 self.follow(f.key)
                 added.append(f.key)
         for req in await store.requests.unfinished():
-            if req.state == "pending" and self._sched.get_job(f"expire:{req.id}") is None:
+            if req.state == "pending" and self._aps.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
-            elif req.state in ("confirmed", "running") and self._sched.get_job(f"{req.kind}:{req.id}") is None:
+            elif req.state in ("confirmed", "running") and self._aps.get_job(f"{req.kind}:{req.id}") is None:
                 self.settle(req.kind, req.id, datetime.now(UTC))  # its process may have stopped
         if added:
             log.info("reconciled loads in flight: %s", ", ".join(added))
@@ -194,9 +223,9 @@ class BotScheduler:
         """One unplanned-restart watcher per node that runs configured services."""
         nodes = sorted({s.node for s in self.runtime.config.services})
         for node in nodes:
-            self._sched.add_job(jobs.watch_node_job, "interval", seconds=self.watch_s, id=f"watch:{node}",
+            self._aps.add_job(jobs.watch_node_job, "interval", seconds=self.watch_s, id=f"watch:{node}",
                                 args=[node], jobstore=VOLATILE, replace_existing=True, next_run_time=datetime.now(UTC))
 
     def job_ids(self) -> list[str]:
         """Ids of the scheduled jobs (tests, diagnostics)."""
-        return sorted(j.id for j in self._sched.get_jobs())
+        return sorted(j.id for j in self._aps.get_jobs())

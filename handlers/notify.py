@@ -1,7 +1,7 @@
 """How handlers speak outside a reply: post, update and ephemeral messages, and scheduling follow-ups.
 
 Handlers only see the protocols of ``handlers/ports.py`` (typed fields of ``Context``); ``bot/`` provides the Slack
-implementation (``bot/slack/notifier.py``) and the APScheduler one (``bot/scheduler.py``). The
+implementation (``bot/slack/poster.py``) and the APScheduler one (``bot/scheduler.py``). The
 recording and printing notifiers here serve the terminal and the tests.
 """
 

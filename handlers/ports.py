@@ -1,6 +1,6 @@
 """What handlers need of the world outside a reply, as protocols the front ends implement.
 
-``bot/`` provides the Slack notifier (``bot/slack/notifier.py``), the APScheduler jobs
+``bot/`` provides the Slack notifier (``bot/slack/poster.py``), the APScheduler jobs
 (``bot/scheduler.py``) and the App Home dashboards; the terminal and the tests use the notifiers of
 ``handlers/notify.py``. The composition root puts them into each ``Context``.
 """

@@ -60,8 +60,8 @@ async def test_watcher_tells_the_dashboards_about_a_restart_by_hand(make_cluster
     sim = cluster.sims["gpu-a"]
     async with bot(cluster.config) as b:
         dashboards = RecordingDashboards()
-        b.rt.dashboards = dashboards
-        ctx = b.rt.context()
+        rt = b.rt.with_ports(notifier=b.rt.notifier, groups=b.rt.groups, dashboards=dashboards)
+        ctx = rt.context()
         ctx.jobs = None  # no follow job: only the watcher speaks here
         assert ctx.dashboards is dashboards
         notifier = RecordingNotifier()

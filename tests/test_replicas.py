@@ -386,12 +386,13 @@ async def test_the_leader_picks_up_follows_others_started_and_fences_its_schedul
     url = pg_server.url(pg_db)
     cfg = BotConfig(state=StateSettings(url=url))
     pool = NodePool()
-    rt = Runtime(config=cfg, pool=pool, cluster=Cluster(cfg, pool), store=Store(url))
-    sched = BotScheduler(rt, RecordingNotifier(), poll_s=0.2)  # one scheduler per process (bot.jobs)
+    sched = BotScheduler(poll_s=0.2)  # one scheduler per process (bot.jobs)
+    rt = Runtime(config=cfg, pool=pool, cluster=Cluster(cfg, pool), store=Store(url), notifier=RecordingNotifier(),
+                 jobs=sched)
     other = Campaign(PgLeader(make_url(url), replica="other:2", poll_s=0.2))  # another replica's campaign
     standby_store = Store(url)  # what another replica's handlers write
     try:
-        await sched.start(watch=False, leadership=PgLeader(make_url(url), replica="r0:1", poll_s=0.2))
+        await sched.start(rt, watch=False, leadership=PgLeader(make_url(url), replica="r0:1", poll_s=0.2))
         await until(lambda: sched.leading, 10, "the scheduler to lead")
         await other.start()
         await asyncio.sleep(0.6)

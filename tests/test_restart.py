@@ -108,11 +108,11 @@ async def bot(config: BotConfig, *, watch: bool = False,
               notifier: RecordingNotifier | None = None) -> AsyncIterator[Bot]:
     """Start one bot (runtime + scheduler); stop it on exit (its jobs stay in the database)."""
     reset_pacing()
-    async with runtime(config) as rt:
+    async with runtime(config) as core:
         rec = notifier or RecordingNotifier()
-        rt.notifier = rec
-        rt.groups = StaticGroups({SRE: [CAROL]})
-        b = Bot(rt=rt, notifier=rec, scheduler=BotScheduler(rt, rec))
+        scheduler = BotScheduler()
+        rt = core.with_ports(notifier=rec, groups=StaticGroups({SRE: [CAROL]}), jobs=scheduler)
+        b = Bot(rt=rt, notifier=rec, scheduler=scheduler)
         real_run = rt.pool.run
 
         async def recording_run(node: Node, command: str, limit_s: float | None = None, stdin: str | None = None,
@@ -121,7 +121,7 @@ async def bot(config: BotConfig, *, watch: bool = False,
             return await real_run(node, command, limit_s=limit_s, stdin=stdin, wait_s=wait_s, read_only=read_only)
 
         rt.pool.run = recording_run  # type: ignore[method-assign]
-        await b.scheduler.start(watch=watch)
+        await b.scheduler.start(rt, watch=watch)
         try:
             yield b
         finally:
@@ -247,8 +247,8 @@ async def test_two_people_click_at_once_and_two_replicas_one_restart(make_cluste
     sim = cluster.sims["gpu-a"]
     pid = sim.state(KIMI_UNIT).main_pid
     async with bot(cluster.config) as a:
-        async with runtime(cluster.config) as other:  # a second replica on the same database
-            other.groups = StaticGroups({SRE: [CAROL]})
+        async with runtime(cluster.config) as core:  # a second replica on the same database
+            other = core.with_ports(groups=StaticGroups({SRE: [CAROL]}))
             ran: list[str] = []
             real = other.pool.run
 

@@ -183,15 +183,15 @@ async def test_watchers_run_from_memory_and_old_persisted_ones_are_removed(tmp_p
         "services": [{"name": "kimi", "node": "gpu-a", "unit": "vllm-kimi.service"}],
         "state": {"dir": str(tmp_path)}, "watch": {"interval": "1h"},
     })
-    async with runtime(config) as rt:
-        old = BotScheduler(rt, RecordingNotifier())
-        await old.start(watch=False)
+    async with runtime(config) as core:
+        old = BotScheduler()
+        await old.start(core.with_ports(notifier=RecordingNotifier(), jobs=old), watch=False)
         # what an older inferbot left in the database's job store
         old._sched.add_job(jobs.watch_node_job, "interval", seconds=3600, id="watch:gpu-a", args=["gpu-a"],
                            jobstore="default", next_run_time=datetime.now(UTC) + timedelta(hours=1))
         await old.shutdown()
-        sched = BotScheduler(rt, RecordingNotifier())
-        await sched.start(watch=True)
+        sched = BotScheduler()
+        await sched.start(core.with_ports(notifier=RecordingNotifier(), jobs=sched), watch=True)
         try:
             assert [j.id for j in sched._sched.get_jobs(jobstore="default")] == []
             assert sorted(j.id for j in sched._sched.get_jobs(jobstore=VOLATILE)) == ["reconcile", "watch:gpu-a"]

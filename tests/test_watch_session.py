@@ -282,9 +282,9 @@ async def test_a_replica_that_stops_leading_closes_its_sessions(make_cluster: Ma
     sshd = cluster.sshds["gpu-a"]
     before = _sessions_started(sshd)
     async with runtime(cluster.config) as rt:
-        sched = BotScheduler(rt, RecordingNotifier(), watch_s=0.3)
+        sched = BotScheduler(watch_s=0.3)
         flip = _Flip()
-        await sched.start(watch=True, leadership=flip)
+        await sched.start(rt.with_ports(notifier=RecordingNotifier(), jobs=sched), watch=True, leadership=flip)
         try:
             await _until(lambda: rt.pool.runs >= 4, 20, "four watcher polls")
             assert rt.pool.sessions and rt.pool.session_opens == 1 and len(_loop_pids(cluster)) == 1
@@ -302,8 +302,8 @@ async def test_a_replica_that_stops_leading_closes_its_sessions(make_cluster: Ma
 async def test_shutdown_closes_the_sessions(make_cluster: MakeCluster) -> None:
     cluster = await _ready(make_cluster)
     async with runtime(cluster.config) as rt:
-        sched = BotScheduler(rt, RecordingNotifier(), watch_s=0.3)
-        await sched.start(watch=True)
+        sched = BotScheduler(watch_s=0.3)
+        await sched.start(rt.with_ports(notifier=RecordingNotifier(), jobs=sched), watch=True)
         await _until(lambda: rt.pool.runs >= 2, 20, "two watcher polls")
         assert len(_loop_pids(cluster)) == 1
         await sched.shutdown()

@@ -21,10 +21,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+
+from bot.slack.manifest import Registrar
 
 log = logging.getLogger("inferbot.slack")
 
@@ -154,10 +155,9 @@ def other_workspace(body: dict[str, Any], context: AsyncBoltContext, allowed: fr
     return None
 
 
-def register(app: AsyncApp, bot: Gate) -> None:
+def register(app: Registrar, bot: Gate) -> None:
     """Install the middleware that acks, without answering, what must not be answered."""
 
-    @app.middleware
     async def gate(req: AsyncBoltRequest, body: dict[str, Any], context: AsyncBoltContext,
                    next_: Callable[[], Awaitable[None]]) -> BoltResponse | None:
         reason = ignored_reason(body, context)
@@ -174,3 +174,5 @@ def register(app: AsyncApp, bot: Gate) -> None:
         log.debug("slack event ignored", extra={"event": "slack-ignored", "reason": reason,
                                                  "type": event.get("type"), "user": event.get("user")})
         return await context.ack()
+
+    app.middleware(gate)

@@ -5,97 +5,44 @@ state database (``store.home_views``), not this process's memory: a restarted bo
 refreshing the same dashboards, and the pacing — at most one republish per person every
 ``MIN_INTERVAL_S`` — is one atomic claim in the database. Opening the tab or pressing **Refresh** always
 publishes. Handlers tell us about changes through ``handlers.notify.dashboards_changed`` (the follow job
-and the unplanned-restart watcher); this module implements that ``Dashboards`` protocol.
-
-A **Restart** click runs nothing: it makes the same request ``restart kimi`` makes and posts the usual
-confirmation in a DM with the person (or the first of ``restart_channels`` when the policy names some).
+and the unplanned-restart watcher); this module implements that ``Dashboards`` protocol. The listeners
+(the tab opened, its Refresh and Restart buttons) are ``bot.slack.listeners.home``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
-from slack_bolt.app.async_app import AsyncApp
-from slack_bolt.context.ack.async_ack import AsyncAck
-from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.errors import SlackApiError
 
 from bot.slack.blocks import render_failure
-from bot.slack.home_view import REFRESH, RESTART, line_view, view_dict
-from bot.slack.notifier import SlackNotifier
-from bot.slack.restart_actions import ensure_slack_services, is_confirmation, post_confirmation
+from bot.slack.home_view import line_view, view_dict
+from bot.slack.poster import SLACK_ERRORS, Poster
 from handlers.context import Asker, Context, utcnow
-from handlers.home import (
-    Dashboard,
-    for_user,
-    parse_key,
-    read_dashboard,
-    restart_asker,
-    restart_channel,
-    restart_from_home,
-)
-from handlers.reply import Reply, Section
+from handlers.home import Dashboard, for_user, read_dashboard
 
 if TYPE_CHECKING:
     from bot.app import Runtime
-
-
-class _Verdict(Protocol):
-    @property
-    def allowed(self) -> bool: ...
-
-
-class _Limiter(Protocol):
-    def check(self, user: str) -> _Verdict: ...
-
-
-class _Registered(Protocol):
-    @property
-    def events(self) -> set[str]: ...
-
-    @property
-    def actions(self) -> set[str]: ...
-
-
-class SlackHost(Protocol):
-    """What the Home listeners need from the Slack bot that registers them (kept as a protocol so this module
-    does not import bot.slack.app, which imports it)."""
-
-    @property
-    def runtime(self) -> Runtime: ...
-
-    @property
-    def limiter(self) -> _Limiter: ...
-
-    async def check_rate(self, user: str) -> _Verdict: ...
-
-    async def first_delivery(self, event_id: str) -> bool | None:
-        """False for an event already claimed (a Slack retry); made after the ack."""
-
-    @property
-    def registered(self) -> _Registered: ...
-
-    def spawn(self, coro: Coroutine[Any, Any, None], what: str) -> None:
-        """Run ``coro`` after the ack; failures are logged, never raised into Bolt."""
 
 log = logging.getLogger("inferbot.home")
 MIN_INTERVAL_S = 30.0
 """A dashboard is republished at most this often per person (``views.publish`` is rate limited too)."""
 OPEN_FOR_S = 12 * 3600.0
 """A Home tab opened this long ago still counts as open (Slack tells us when it is opened, not closed)."""
-_SLACK_ERRORS = (SlackApiError, SlackClientError, OSError, TimeoutError)
 
 
 class HomePublisher:
     """Publishes dashboards; ``changed`` is the ``handlers.notify.Dashboards`` hook."""
 
-    def __init__(self, rt: Runtime, client: AsyncWebClient, *, clock: Callable[[], datetime] = utcnow,
+    def __init__(self, rt: Runtime, poster: Poster, *, clock: Callable[[], datetime] = utcnow,
                  min_interval_s: float = MIN_INTERVAL_S, open_for_s: float = OPEN_FOR_S) -> None:
-        self.runtime, self.client, self.clock = rt, client, clock
+        # ``rt`` is what the dashboards are read with: the config, cluster and store, and the group lookup
+        # (who may press Restart). Reading a dashboard posts nothing and schedules nothing.
+        self.runtime, self.poster, self.clock = rt, poster, clock
         self.min_interval_s, self.open_for_s = min_interval_s, open_for_s
         self._flush: asyncio.Task[None] | None = None
         self._again = False
@@ -209,8 +156,8 @@ class HomePublisher:
             view = line_view(f"The dashboard could not be drawn ({render_failure(e)}; logged) — "
                                 "ask me `status` instead.")
         try:
-            await self.client.views_publish(user_id=user, view=view)
-        except _SLACK_ERRORS as e:
+            await self.poster.publish(user, view)
+        except SLACK_ERRORS as e:
             reason = e.response.get("error") if isinstance(e, SlackApiError) else type(e).__name__
             log.warning("views.publish failed", extra={"event": "slack-home", "user": user, "reason": reason})
             if self.runtime.store is not None:
@@ -219,105 +166,3 @@ class HomePublisher:
         self.published += 1
         log.info("home published", extra={"event": "slack-home", "user": user, "services": len(dash.services)})
         return True
-
-
-# --------------------------------------------------------------------------------------------------------
-# The Restart button
-
-
-async def _dm_channel(client: AsyncWebClient, user: str) -> str | None:
-    try:
-        resp = await client.conversations_open(users=user)
-    except _SLACK_ERRORS as e:
-        log.warning("conversations.open failed: %s", type(e).__name__)
-        return None
-    channel = resp.get("channel") or {}
-    return str(channel.get("id")) if isinstance(channel, dict) and channel.get("id") else None
-
-
-def _friendly(reply: Reply) -> Reply:
-    """A refusal as a DM: what was refused, why, and how it could be allowed."""
-    head = Section(kind="context", text="You pressed Restart on the inferbot Home tab.")
-    return reply.model_copy(update={"sections": [head, *reply.sections]})
-
-
-async def restart_clicked(rt: Runtime, client: AsyncWebClient, user: str, value: str) -> None:
-    """A Home **Restart** click (acknowledged): the ``restart kimi`` request, confirmation in a DM or channel."""
-    ensure_slack_services(rt, client)
-    base = rt.context(Asker(surface="slack", user_id=user))
-    service = parse_key(base, value)
-    target = restart_channel(base, service) if service is not None else None
-    dm = await _dm_channel(client, user)
-    channel = target or dm
-    if service is None or channel is None:
-        where = dm or user
-        text = ("refused: I could not open a DM with you to confirm the restart" if service is not None
-                else f"refused: {value or 'that service'} is no longer in the config — open the Home tab again")
-        await _tell(client, where, Reply(intent="restart", ok=False, title="Restart refused", status="error",
-                                         sections=[Section(kind="text", text=text)], error=text))
-        return
-    ctx = rt.context(restart_asker(base, service, user, dm))
-    reply = await restart_from_home(ctx, value)
-    if is_confirmation(reply):
-        if await post_confirmation(rt, client, channel, None, reply):
-            return
-        reply = Reply(intent="restart", ok=False, title="Restart not asked", status="error",
-                      sections=[Section(kind="text", text="Slack refused the confirmation message; try again.")])
-    await _tell(client, dm or user, _friendly(reply))
-
-
-async def _tell(client: AsyncWebClient, channel: str, reply: Reply) -> None:
-    try:
-        await SlackNotifier(client).post(channel, None, reply)
-    except _SLACK_ERRORS as e:
-        log.warning("could not answer the Home click: %s", type(e).__name__)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Listeners
-
-
-def register(app: AsyncApp, bot: SlackHost) -> HomePublisher:
-    """Listen to ``app_home_opened`` and the Home buttons; make the runtime's dashboards this publisher."""
-    rt = bot.runtime
-    publisher = rt.dashboards if isinstance(rt.dashboards, HomePublisher) else HomePublisher(rt, app.client)
-    rt.dashboards = publisher
-
-    def spawn(coro: Coroutine[Any, Any, None], what: str) -> None:
-        bot.spawn(coro, what)
-
-    async def on_home_opened(body: dict[str, Any], event: dict[str, Any]) -> None:
-        user = str(event.get("user") or "")
-        if event.get("tab", "home") != "home" or not user:
-            return  # the Messages tab: nothing to publish
-        event_id = str(body.get("event_id") or "")
-
-        async def once() -> None:
-            if event_id and await bot.first_delivery(event_id) is False:
-                return  # a retry of an open already published (a store that did not answer: publish anyway)
-            await publisher.opened(user)
-
-        spawn(once(), "home")
-
-    async def on_refresh(ack: AsyncAck, body: dict[str, Any]) -> None:
-        await ack()
-        user = str((body.get("user") or {}).get("id") or "")
-        # Each Refresh probes every node: the same per-person limit as questions keeps a stuck mouse cheap.
-        if user and (await bot.check_rate(user)).allowed:  # counted over every replica
-            spawn(publisher.publish_now(user), "home-refresh")
-        elif user:
-            log.info("home refresh rate-limited", extra={"event": "slack-home", "user": user})
-
-    async def on_restart(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
-        user = str((body.get("user") or {}).get("id") or "")
-        log.info("slack action", extra={"event": "slack-action", "action": RESTART, "user": user})
-        if user:
-            spawn(restart_clicked(rt, app.client, user, str(action.get("value") or "")), "home-restart")
-
-    app.event("app_home_opened")(on_home_opened)
-    bot.registered.events.add("app_home_opened")
-    app.action(REFRESH)(on_refresh)
-    app.action(RESTART)(on_restart)
-    bot.registered.actions.update({REFRESH, RESTART})
-    return publisher

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app import runtime
 from bot.slack.app import bot_of, build_app, state_of
 from bot.slack.client import TOKEN_HELP, MissingToken, Tokens, api_base_url, load_tokens, make_client
+from bot.slack.runtime import slack_runtime
 from bot.terminal import shown
 from config.models import BotConfig
 from services.redact import Secret
@@ -131,16 +132,20 @@ async def serve(config: BotConfig, http: bool, host: str, port: int, *,
 
 async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: Tokens, client: AsyncWebClient,
                  stop: asyncio.Event) -> int:
-    async with runtime(config) as rt:
+    async with runtime(config) as core:
         from bot.replicas import open_leadership
+        from bot.scheduler import BotScheduler
 
-        leadership = await open_leadership(rt)  # the schema is checked/upgraded here: one line if it can't be
+        leadership = await open_leadership(core)  # the schema is checked/upgraded here: one line if it can't be
         if isinstance(leadership, str):
             print(shown(f"inferbot: {leadership}"), file=sys.stderr)
             return EXIT_USAGE
-        app = build_app(rt, config.slack, client=client, signing_secret=tokens.signing)
+        # Follow loads, watch for unplanned restarts, expire requests (jobs in the state DB): the runtime's
+        # jobs port, started below with the runtime it belongs to.
+        scheduler = BotScheduler()
+        rt = slack_runtime(core, client, jobs=scheduler)  # built once, complete: every listener and job gets it
+        app = build_app(rt, config.slack, signing_secret=tokens.signing, role=lambda: leadership.role)
         bot = state_of(app)
-        bot.role = lambda: leadership.role
         cleanup: Callable[[], Awaitable[None]]
         alive: Callable[[], Awaitable[bool]]
         if http:
@@ -171,21 +176,13 @@ async def _serve(config: BotConfig, http: bool, host: str, port: int, tokens: To
             alive = handler.client.is_connected
             log.info("serving", extra={"event": "serve", "mode": "socket"})
         beat = asyncio.create_task(_heartbeat(_heartbeat_path(config), alive, role=bot.role))
-        from bot.scheduler import BotScheduler
-        from bot.slack.notifier import SlackNotifier
-
-        # Restart issue: follow loads, watch for unplanned restarts, expire requests (jobs in the state DB).
-        scheduler = BotScheduler(rt, rt.notifier or SlackNotifier(client))
-        await scheduler.start(leadership=leadership)
+        await scheduler.start(rt, leadership=leadership)
         try:
             await stop.wait()
         finally:
             beat.cancel()
             await scheduler.shutdown()
-            from bot.slack.home import HomePublisher
-
-            if isinstance(rt.dashboards, HomePublisher):
-                rt.dashboards.close()  # the App Home republisher's pending rounds (its state is in the store)
+            rt.dashboards.close()  # the App Home republisher's pending rounds (its state is in the store)
             await cleanup()
             await bot.drain()
     return EXIT_OK

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.app import Runtime, runtime
 from bot.slack.app import build_app, state_of
 from bot.slack.client import retry_handlers
+from bot.slack.runtime import SlackRuntime, slack_runtime
 from bot.slack.serve import start_http
 from config.models import BotConfig, Node, Service, SlackSettings
 from tests import netguard
@@ -77,16 +78,16 @@ def unreachable_config(tmp_path: Path) -> BotConfig:
 
 
 @pytest.fixture
-async def empty_runtime() -> AsyncIterator[Runtime]:
+async def empty_runtime(web_client: AsyncWebClient) -> AsyncIterator[SlackRuntime]:
     """No nodes at all: enough for help, unknown text and the plumbing."""
-    async with runtime(BotConfig(), with_store=False) as rt:
-        yield rt
+    async with runtime(BotConfig(), with_store=False) as core:
+        yield slack_runtime(core, web_client, jobs=None)
 
 
 @pytest.fixture
-async def unreachable_runtime(tmp_path: Path) -> AsyncIterator[Runtime]:
-    async with runtime(unreachable_config(tmp_path), with_store=False) as rt:
-        yield rt
+async def unreachable_runtime(tmp_path: Path, web_client: AsyncWebClient) -> AsyncIterator[SlackRuntime]:
+    async with runtime(unreachable_config(tmp_path), with_store=False) as core:
+        yield slack_runtime(core, web_client, jobs=None)
 
 
 class AppFactory:
@@ -98,7 +99,9 @@ class AppFactory:
 
     def __call__(self, rt: Runtime, rate_limit: int = 10, process_before_response: bool = False,
                  settings: SlackSettings | None = None) -> Any:
-        app = build_app(rt, settings or SlackSettings(rate_limit_per_minute=rate_limit), client=self.client,
+        """An app on ``rt``: a Slack runtime as it is, or the Slack runtime on a core (no scheduler)."""
+        slack = rt if isinstance(rt, SlackRuntime) else slack_runtime(rt, self.client, jobs=None)
+        app = build_app(slack, settings or SlackSettings(rate_limit_per_minute=rate_limit),
                         process_before_response=process_before_response, signing_secret=SIGNING_SECRET)
         self.apps.append(app)
         return app

@@ -155,7 +155,8 @@ def block_problems(blocks: list[Any], max_blocks: int) -> list[str]:
 
 
 class FakeSlack:
-    """The fake. ``fail_once(method, status=429, retry_after=0)`` makes the next call to ``method`` fail."""
+    """The fake. ``fail_once(method, status=429, retry_after=0)`` makes the next call to ``method`` fail
+    (``response:<rid>`` for a response_url: its answer is the error's text, as Slack's is)."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
@@ -301,7 +302,12 @@ class FakeSlack:
 
     async def _response(self, request: web.Request) -> web.Response:
         body = await self._body(request)
-        await self._record(f"response:{request.match_info['rid']}", body, request)
+        method = f"response:{request.match_info['rid']}"
+        await self._record(method, body, request)
+        queue = self._failures.get(method)  # fail_once("response:r1", 400, body={"error": "invalid_blocks"})
+        if queue:
+            status, fbody, headers = queue.pop(0)
+            return web.Response(text=str(fbody.get("error", "")), status=status, headers=headers)
         return web.Response(text="ok")
 
     async def _upload(self, request: web.Request) -> web.Response:

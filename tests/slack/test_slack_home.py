@@ -82,9 +82,10 @@ async def home_bot(fake_slack: FakeSlack, make_app: Any, serve_http: Any, tmp_pa
 
     async def start(config: BotConfig) -> Home:
         cm = runtime(config)
-        rt = await cm.__aenter__()
+        core = await cm.__aenter__()
+        app = make_app(core)
+        rt = state_of(app).runtime
         made.append((cm, rt))
-        app = make_app(rt)
         publisher = rt.dashboards
         assert isinstance(publisher, HomePublisher) and state_of(app).registered.events >= {"app_home_opened"}
         clock = Clock(T0)
@@ -93,8 +94,7 @@ async def home_bot(fake_slack: FakeSlack, make_app: Any, serve_http: Any, tmp_pa
 
     yield start
     for cm, rt in made:
-        if isinstance(rt.dashboards, HomePublisher):
-            rt.dashboards.close()
+        rt.dashboards.close()
         await make_app.drain()
         await cm.__aexit__(None, None, None)
 
@@ -242,7 +242,7 @@ async def test_republished_on_change_paced_and_kept_in_the_store(fake_slack: Fak
     # The open dashboards and their pacing are in the database: a new publisher (a restarted bot) on the
     # same store knows ALICE has the tab open, and that she was just served.
     assert rt.store is not None
-    other = HomePublisher(rt, publisher.client, clock=clock)
+    other = HomePublisher(rt, publisher.poster, clock=clock)
     clock.advance(10)
     await other.changed("kimi@gpu-a")
     await other.idle()

@@ -18,7 +18,7 @@ from test_restart_slack import OPS, OutageSlack, until
 
 import bot.slack.app as slack_app
 from bot.slack.app import state_of
-from bot.slack.notifier import SlackNotifier
+from bot.slack.poster import Poster
 from handlers.reply import Action, Reply, Section
 from services.sim.scenarios import KIMI_UNIT
 
@@ -88,7 +88,7 @@ async def test_a_notice_that_cannot_be_rendered_is_posted_as_its_one_line(fake_s
                                                                            web_client: Any) -> None:
     reply = unrenderable("")
     reply = reply.model_copy(update={"data": {"notice": "✅ kimi on gpu-a is ready — loaded in 29m 14s"}})
-    ts = await SlackNotifier(web_client).post("C0NOTIFY1", None, reply)
+    ts = await Poster(web_client).post("C0NOTIFY1", None, reply)
     [call] = fake_slack.calls_to("chat.postMessage")
     assert ts and "✅ kimi on gpu-a is ready — loaded in 29m 14s" in call.body["text"]
     assert "could not be laid out" in call.body["text"]

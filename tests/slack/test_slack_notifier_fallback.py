@@ -5,7 +5,7 @@ from __future__ import annotations
 from fake_slack import FakeSlack
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.notifier import SlackNotifier
+from bot.slack.poster import Poster
 from handlers.reply import Reply, Section
 
 READY = Reply(intent="notice", title="kimi on gpu-a is ready — loaded in 29m 14s", status="ok",
@@ -16,7 +16,7 @@ READY = Reply(intent="notice", title="kimi on gpu-a is ready — loaded in 29m 1
 async def test_a_notice_whose_blocks_are_refused_is_posted_as_text(fake_slack: FakeSlack,
                                                                      web_client: AsyncWebClient) -> None:
     fake_slack.fail_once("chat.postMessage", status=200, body={"ok": False, "error": "invalid_blocks"})
-    ts = await SlackNotifier(web_client).post("C0NOTIFY1", None, READY)
+    ts = await Poster(web_client).post("C0NOTIFY1", None, READY)
     first, second = fake_slack.calls_to("chat.postMessage")
     assert first.body.get("blocks") and not second.body.get("blocks")
     assert "kimi on gpu-a is ready" in second.body["text"] and ts
@@ -25,7 +25,7 @@ async def test_a_notice_whose_blocks_are_refused_is_posted_as_text(fake_slack: F
 async def test_a_progress_edit_whose_blocks_are_refused_is_made_as_text(fake_slack: FakeSlack,
                                                                         web_client: AsyncWebClient) -> None:
     fake_slack.fail_once("chat.update", status=200, body={"ok": False, "error": "msg_blocks_too_long"})
-    await SlackNotifier(web_client).update("C0NOTIFY1", "1700000000.000100", READY)
+    await Poster(web_client).update("C0NOTIFY1", "1700000000.000100", READY)
     first, second = fake_slack.calls_to("chat.update")
     assert first.body.get("blocks") and second.body.get("blocks") in (None, "", [], "[]")
     assert "kimi on gpu-a is ready" in second.body["text"]
@@ -36,7 +36,7 @@ async def test_any_other_refusal_still_raises(fake_slack: FakeSlack, web_client:
 
     fake_slack.fail_once("chat.postMessage", status=200, body={"ok": False, "error": "channel_not_found"})
     try:
-        await SlackNotifier(web_client).post("C0NOTIFY1", None, READY)
+        await Poster(web_client).post("C0NOTIFY1", None, READY)
     except SlackApiError as e:
         assert e.response["error"] == "channel_not_found"
     else:

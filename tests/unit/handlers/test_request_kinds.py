@@ -140,11 +140,11 @@ async def bot(cfg: BotConfig) -> AsyncIterator[Bot]:
     """One bot process whose store also keeps requests of the kind ``drill``."""
     store = Store(cfg.state.database_url(), request_kinds=(*REQUEST_KINDS, "drill"))
     pool = NodePool()
-    rt = Runtime(config=cfg, pool=pool, cluster=Cluster(cfg, pool), store=store)
     notifier = RecordingNotifier()
-    rt.notifier, rt.groups = notifier, StaticGroups({SRE: [CAROL]})
-    scheduler = BotScheduler(rt, notifier)
-    await scheduler.start(watch=False)
+    scheduler = BotScheduler()
+    rt = Runtime(config=cfg, pool=pool, cluster=Cluster(cfg, pool), store=store, notifier=notifier,
+                 groups=StaticGroups({SRE: [CAROL]}), jobs=scheduler)
+    await scheduler.start(rt, watch=False)
     try:
         yield Bot(rt, notifier, scheduler)
     finally:

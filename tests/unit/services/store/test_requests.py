@@ -96,8 +96,8 @@ async def test_an_upgrade_gives_requests_their_kind_and_those_in_flight_settle(
 
     # A bot of this version starts on it: each request is expired or settled by its own kind's flow.
     async with runtime(_config(url, tmp_path, monkeypatch)) as rt:
-        sched = BotScheduler(rt, RecordingNotifier())
-        await sched.start(watch=False)
+        sched = BotScheduler()
+        await sched.start(rt.with_ports(notifier=RecordingNotifier(), jobs=sched), watch=False)
         try:
             assert rt.store is not None
             deadline = time.monotonic() + 20

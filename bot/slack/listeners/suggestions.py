@@ -9,32 +9,16 @@ read again like any typed message: nothing in it is trusted beyond that.
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any
 
-from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.context.ack.async_ack import AsyncAck
-from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.slack.listeners.host import Host
+from bot.slack.manifest import Registrar
 from handlers.help import SUGGEST_ACTIONS
 
 log = logging.getLogger("inferbot.slack")
 MAX_VALUE = 200  # a suggestion is a short command; anything longer was not ours
-
-
-class _Registered(Protocol):
-    @property
-    def actions(self) -> set[str]: ...
-
-
-class QuestionHost(Protocol):
-    """What the listener needs from the Slack bot (``bot.slack.app.SlackBot``)."""
-
-    @property
-    def registered(self) -> _Registered: ...
-
-    def on_question(self, *, kind: str, text: str, user: str, channel: str, thread_ts: str | None,
-                    client: AsyncWebClient) -> None:
-        """Answer ``text`` for ``user`` in ``channel`` after the ack (rate-limited like any question)."""
 
 
 def clicked(body: dict[str, Any], action: dict[str, Any]) -> tuple[str, str, str, str | None] | None:
@@ -50,11 +34,10 @@ def clicked(body: dict[str, Any], action: dict[str, Any]) -> tuple[str, str, str
     return value, user, channel, str(thread) if thread else None
 
 
-def register(app: AsyncApp, bot: QuestionHost) -> None:
-    """Listen to the suggestion buttons; record them for the manifest."""
+def register(app: Registrar, bot: Host) -> None:
+    """Listen to the suggestion buttons."""
 
-    async def on_suggestion(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any],
-                            client: AsyncWebClient) -> None:
+    async def on_suggestion(ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()
         got = clicked(body, action)
         log.info("slack action", extra={"event": "slack-action", "action": action.get("action_id"),
@@ -62,8 +45,6 @@ def register(app: AsyncApp, bot: QuestionHost) -> None:
         if got is None:
             return
         text, user, channel, thread = got
-        bot.on_question(kind="suggestion", text=text, user=user, channel=channel, thread_ts=thread, client=client)
+        bot.on_question(kind="suggestion", text=text, user=user, channel=channel, thread_ts=thread)
 
-    for action_id in SUGGEST_ACTIONS:
-        app.action(action_id)(on_suggestion)
-        bot.registered.actions.add(action_id)
+    app.action(SUGGEST_ACTIONS, on_suggestion)
