@@ -1,4 +1,9 @@
-"""The store's unit tests run on a SQLite file and on a fresh database of a real PostgreSQL server."""
+"""The store's unit tests run on a SQLite file and on a fresh database of a real PostgreSQL server.
+
+A repository's own tests build it on a :class:`~services.store.engine.Database` of its own (``db``; the
+leader's rows through a ``queue``), as :class:`~services.store.store.Store` does; ``db2`` is a second,
+independent one on the same database (own engine and connections): another bot process or replica.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from services.store.engine import Database
 from services.store.store import Store
+from services.store.write_queue import WriteQueue
 from tests.pg import PgServer
 
 
@@ -25,3 +32,35 @@ async def store(url: str) -> AsyncIterator[Store]:
     s = Store(url)
     yield s
     await s.close()
+
+
+@pytest.fixture
+async def store2(url: str) -> AsyncIterator[Store]:
+    """A second, independent Store (own engine and connections) on the same database: another bot process."""
+    s = Store(url)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def db(url: str) -> AsyncIterator[Database]:
+    """The state database a repository under test is built on."""
+    d = Database(url)
+    yield d
+    await d.close()
+
+
+@pytest.fixture
+async def db2(url: str) -> AsyncIterator[Database]:
+    """A second, independent Database on the same database: another bot process."""
+    d = Database(url)
+    yield d
+    await d.close()
+
+
+@pytest.fixture
+async def queue(db: Database) -> AsyncIterator[WriteQueue]:
+    """The scheduler leader's write queue on ``db``; what is still queued is written at the end, as closing does."""
+    q = WriteQueue(db)
+    yield q
+    await q.flush()
