@@ -8,14 +8,33 @@ independent one on the same database (own engine and connections): another bot p
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from services.models import ServiceState
 from services.store.engine import Database
 from services.store.store import Store
 from services.store.write_queue import WriteQueue
 from tests.pg import PgServer
+
+T0 = datetime(2026, 2, 21, 13, 0, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def state(**kw: Any) -> ServiceState:
+    base: dict[str, Any] = {
+        "service": "kimi", "node": "gpu-a", "unit": "vllm-kimi.service", "state": "ready",
+        "model": "moonshotai/Kimi-K2", "flags": {"tensor-parallel-size": "8", "enforce-eager": False},
+        "env": {"VLLM_USE_V1": "1"}, "version": "0.11.0", "settings_source": "process",
+    }
+    base.update(kw)
+    return ServiceState(**base)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
