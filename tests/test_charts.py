@@ -91,23 +91,3 @@ async def test_a_followed_restart_records_its_phases_for_chart_loads(make_cluste
                                        "starting_api") if p in split]  # in the order they happened
 
 
-@pytest.mark.parametrize("name", ["new_single_t1.prom", "new_two_engines.prom", "old_names_v08.prom",
-                                  "new_single_restarted.prom"])
-def test_the_watchers_metrics_filter_keeps_every_number_it_samples(name: str) -> None:
-    import re
-
-    from services.node.probe import METRICS_FILTER
-    from services.parse.metrics import parse_metrics
-
-    full = (ROOT / "tests" / "samples" / "metrics" / name).read_text()
-    pattern = re.compile(METRICS_FILTER)  # grep -E on the node: the same syntax for this pattern
-    kept = "\n".join(line for line in (full + "\n200").splitlines() if pattern.search(line))
-    body, _, code = kept.rpartition("\n")
-    assert code == "200"
-    a, b = parse_metrics(full), parse_metrics(body)
-    assert (b.prompt_tokens_total, b.generation_tokens_total, b.running, b.waiting, b.kv_cache_usage) == (
-        a.prompt_tokens_total, a.generation_tokens_total, a.running, a.waiting, a.kv_cache_usage)
-    assert a.generation_tokens_total is not None and a.running is not None
-    assert len(body) < len(full) / 3, (len(body), len(full))
-
-
