@@ -1,4 +1,7 @@
-"""Secrets never reach an output: names, values, URLs, JSON and free text."""
+"""Secrets never reach an output: the JSON log, a node's error reasons, a config error on the terminal.
+
+How each shape is found is tested beside the code that finds it (tests/unit/services/redaction/,
+tests/unit/services/test_redact.py)."""
 
 from __future__ import annotations
 
