@@ -1,10 +1,10 @@
-"""The App Home dashboard below Slack: the store's open views and pacing, and the watcher's change hook."""
+"""The App Home dashboard below Slack: the watcher's change hook (the store's open views and pacing:
+tests/unit/services/store/test_home_views.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,39 +12,11 @@ from handlers.home import read_dashboard
 from handlers.notify import RecordingNotifier
 from handlers.watcher import watch_node
 from services.sim.scenarios import KIMI_UNIT
-from services.store.store import Store
 from tests.conftest import MakeCluster
 from tests.test_restart import bot, kimi_cluster
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 T0 = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
-
-
-async def test_open_views_and_pacing_are_shared_by_replicas(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.sqlite3'}"
-    a, b = Store(url), Store(url)
-    try:
-        long_ago = T0 - timedelta(hours=12)
-        assert await a.home_views.due(T0, 30, long_ago) == []
-        await a.home_views.opened("U1", T0)
-        await a.home_views.opened("U2", T0 - timedelta(days=2))  # opened long ago: not "open" any more
-        assert await b.home_views.due(T0, 30, long_ago) == ["U1"]  # stale (never published), seen by the other
-        # Two replicas claim the same publish at the same moment: exactly one wins.
-        wins = await asyncio.gather(a.home_views.claim_publish("U1", T0, 30), b.home_views.claim_publish("U1", T0, 30))
-        assert sorted(wins) == [False, True]
-        assert await a.home_views.due(T0, 30, long_ago) == []  # published, not stale
-        assert await a.home_views.mark_dirty(long_ago) == 1  # only U1 counts as open
-        assert await a.home_views.due(T0 + timedelta(seconds=10), 30, long_ago) == []  # stale but paced
-        assert not await b.home_views.claim_publish("U1", T0 + timedelta(seconds=10), 30)
-        assert await b.home_views.claim_publish("U1", T0 + timedelta(seconds=10), 30, force=True)  # Refresh
-        assert await a.home_views.due(T0 + timedelta(seconds=41), 30, long_ago) == []  # not stale any more
-        await a.home_views.mark_dirty(long_ago)
-        assert await a.home_views.due(T0 + timedelta(seconds=41), 30, long_ago) == ["U1"]
-        await a.home_views.publish_failed("U1")
-        assert await a.home_views.due(T0 + timedelta(seconds=11), 30, long_ago) == ["U1"]  # failed: due again
-    finally:
-        await a.close()
-        await b.close()
 
 
 class RecordingDashboards:

@@ -1,5 +1,6 @@
 """Replicas on a real PostgreSQL (and SQLite where it applies): the database URL and its password, schema
-versions, state shared through the store, and scheduler leadership with fencing and takeover."""
+versions, and scheduler leadership with fencing and takeover (the state they share through the store:
+tests/unit/services/store/test_shared_state.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,15 +35,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'inferbot.sqlite3'}"
     server: PgServer = request.getfixturevalue("pg_server")
     return server.url(server.database())
-
-
-@pytest.fixture
-async def two(url: str) -> AsyncIterator[tuple[Store, Store]]:
-    """Two stores on one database: two replicas."""
-    a, b = Store(url), Store(url)
-    yield a, b
-    await a.close()
-    await b.close()
 
 
 # -- the URL and its password ---------------------------------------------------------------------------
@@ -162,34 +153,6 @@ async def test_check_shows_the_store(url: str, tmp_path: Path, monkeypatch: pyte
     else:
         assert str(after["line"]).startswith(f"SQLite {tmp_path}")
     await store.close()
-
-
-# -- state shared through the store -------------------------------------------------------------------------
-
-
-async def test_event_dedupe_rate_limit_and_pacing_across_replicas(two: tuple[Store, Store]) -> None:
-    a, b = two
-    claims = await asyncio.gather(*(s.__class__ and s.shared.claim_event("Ev42", NOW) for s in (a, b) * 4))
-    assert sum(claims) == 1
-
-    verdicts = await asyncio.gather(*(s.shared.rate_check("U1", 3, now=1000.0) for s in (a, b, a, b, a)))
-    assert sum(v.allowed for v in verdicts) == 3  # the limit counts both replicas' answers
-    refused = [v for v in verdicts if not v.allowed]
-    assert sum(v.notify for v in refused) == 1 and all(v.retry_in == 60 for v in refused)
-    assert (await b.shared.rate_check("U1", 3, now=1061.0)).allowed
-    assert (await a.shared.rate_check("U2", 3, now=1000.5)).allowed  # another person
-
-    k = "kimi@gpu-a"
-    assert await a.shared.claim_progress_edit(k, "weights", 15, NOW)
-    assert not await b.shared.claim_progress_edit(k, "weights", 15, NOW)  # paced for both replicas
-    assert await b.shared.claim_progress_edit(k, "graphs", 15, NOW)  # a new phase: at once
-    edits = await asyncio.gather(*(s.shared.claim_progress_edit(k, "graphs", 15, NOW.replace(minute=1))
-                                   for s in (a, b) * 3))
-    assert sum(edits) == 1
-    await a.shared.release_progress_edit(k)
-    assert await b.shared.claim_progress_edit(k, "graphs", 15, NOW.replace(minute=1))
-    await a.shared.forget_progress(k)
-    assert await a.shared.claim_progress_edit(k, "graphs", 15, NOW.replace(minute=1))
 
 
 # -- leadership --------------------------------------------------------------------------------------------

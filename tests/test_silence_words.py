@@ -1,4 +1,5 @@
-"""Pure parts of issue 14: routing silences, their reason, the new config keys, leftovers and the diff words."""
+"""Pure parts of issue 14: routing silences, their reason, the new config keys, leftovers and the diff words
+(silencing itself: tests/unit/handlers/test_silence.py)."""
 
 from __future__ import annotations
 
@@ -115,28 +116,3 @@ def test_applies_words() -> None:
         "--max-model-len 131072 → 65536; NCCL_PROTO LL → Simple"
     assert applies_text(_state(main_pid=42)).startswith("unknown")
     assert applies_text(_state()).startswith("nothing runs now")
-
-
-async def test_silence_from_the_terminal_is_audited_as_the_os_user(tmp_path: object) -> None:
-    from pathlib import Path
-
-    from bot.app import runtime
-    from bot.dispatch import answer
-    from handlers.context import Asker
-
-    state = Path(str(tmp_path)) / "state"
-    state.mkdir()
-    cfg = BotConfig.model_validate({**CFG.model_dump(exclude={"source"}), "state": {"dir": str(state)}})
-    async with runtime(cfg) as rt:
-        ctx = rt.context(Asker(surface="cli", user_id="terminal:alice"))
-        r = await answer("silence qwen 45m swapping a GPU", ctx)
-        assert r.ok and r.title.startswith("qwen on gpu-a silenced until ") and "(45m" in r.title, r.title
-        assert r.data["silences"][0]["by"] == "terminal:alice"
-        r = await answer("silence qwen 8d", ctx)
-        assert not r.ok and "at most" in str(r.error)
-        r = await answer("unsilence qwen", ctx)
-        assert r.ok and "silence ended" in r.title
-        r = await answer("unsilence qwen", ctx)
-        assert r.ok and "was not silenced" in r.title
-        events = [(e.event, e.who) for e in await rt.store.audit.recent("qwen")]  # type: ignore[union-attr]
-        assert ("silence.set", "terminal:alice") in events and ("silence.cleared", "terminal:alice") in events

@@ -17,8 +17,8 @@ from config.models import BotConfig
 from handlers.confirmable.kind import CANCEL, CONFIRM
 from services.mentions import plain
 from tests.conftest import MakeCluster
-from tests.test_acceptance import bench_cluster
 from tests.test_restart import ALICE, BOB, CAROL, EVE, OPS, bot, until
+from tests.unit.handlers.test_acceptance import bench_cluster
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

@@ -1,4 +1,6 @@
-"""services/store/requests.py and migration 0004: every confirmable request has a kind, old ones included.
+"""services/store/requests.py and migration 0004: confirmable requests — compare-and-set under concurrency,
+expiry and the rules of their states, surviving a restart of the bot — and every one has a kind, old ones
+included.
 
 Before 0004 a benchmark request was told from a restart's by its id (``b-…``); the upgrade gives every
 request in the database its kind from that, so one that is in flight while the bot is upgraded is expired or
@@ -20,9 +22,13 @@ from bot.app import runtime
 from bot.scheduler import BotScheduler
 from config.models import BotConfig
 from handlers.notify import RecordingNotifier
+from services.store import schema
+from services.store.engine import Database
 from services.store.migrate import run_alembic
-from services.store.schema import requests
+from services.store.ports import Requests
+from services.store.requests import RequestsRepo
 from services.store.store import Store
+from tests.unit.services.store.conftest import at
 
 T0 = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
@@ -44,9 +50,82 @@ async def test_each_request_keeps_its_kind(store: Store) -> None:
     assert await store.requests.get("x-4") is None
 
 
+@pytest.fixture
+def requests(db: Database) -> RequestsRepo:
+    return RequestsRepo(db)
+
+
+@pytest.fixture
+def requests2(db2: Database) -> RequestsRepo:
+    """The same table through another database object: another bot process or replica."""
+    return RequestsRepo(db2)
+
+
+async def make_request(requests: Requests, request_id: str = "r1", ttl_min: float = 2) -> None:
+    assert await requests.create(request_id, "kimi", "gpu-a", "vllm-kimi.service", "U1", "C1", "171.1",
+                                 at(0), at(ttl_min), force=False, message_ts=None, kind="restart")
+
+
+async def test_request_compare_and_set_under_concurrency(requests: RequestsRepo, requests2: RequestsRepo) -> None:
+    await make_request(requests)
+    assert not await requests.create("r1", "kimi", "gpu-a", "u", "U1", "C1", None, at(0), at(2), False,
+                                     kind="restart")
+    await requests.set_message("r1", "C1", "171.2")
+    clickers = [f"U{i}" for i in range(20)]
+    results = await asyncio.gather(*(
+        (requests if i % 2 else requests2).transition("r1", {"pending"}, "confirmed", who, at(1))
+        for i, who in enumerate(clickers)
+    ))
+    assert sum(results) == 1
+    req = await requests2.get("r1")
+    assert req is not None and req.state == "confirmed"
+    assert req.confirmed_by == clickers[results.index(True)] == req.state_by and req.confirmed_at == at(1)
+    assert (req.message_channel, req.message_ts, req.requested_by, req.force) == ("C1", "171.2", "U1", False)
+    # a replayed click, a late cancel and a late expiry all lose
+    assert not await requests.transition("r1", {"pending"}, "confirmed", "U5", at(1))
+    assert not await requests.transition("r1", {"pending"}, "cancelled", "U5", at(1))
+    assert not await requests.transition("r1", {"pending"}, "expired", None, at(3))
+    # running is entered exactly once, even by two replicas
+    results = await asyncio.gather(*(
+        s.transition("r1", {"confirmed"}, "running", "bot", at(1)) for s in (requests, requests2) * 5))
+    assert sum(results) == 1
+    assert await requests.transition("r1", {"running"}, "done", "bot", at(31))
+    assert (await requests.get("r1")).state == "done"  # type: ignore[union-attr]
+    assert await requests.unfinished() == []
+
+
+async def test_request_expiry_cancel_and_rules(requests: RequestsRepo) -> None:
+    await make_request(requests, "r2", ttl_min=2)
+    assert not await requests.transition("r2", {"pending"}, "confirmed", "U1", at(2))  # expired
+    assert [r.id for r in await requests.unfinished()] == ["r2"]
+    assert await requests.transition("r2", {"pending"}, "expired", None, at(2))
+    assert not await requests.transition("r2", {"pending"}, "cancelled", "U1", at(2))
+    await make_request(requests, "r3")
+    assert await requests.transition("r3", {"pending"}, "cancelled", "U9", at(1))
+    req = await requests.get("r3")
+    assert req is not None and (req.state, req.state_by, req.confirmed_by) == ("cancelled", "U9", None)
+    with pytest.raises(ValueError):
+        await requests.transition("r3", {"pending"}, "done", "U9", at(1))
+    with pytest.raises(ValueError):
+        await requests.transition("r3", {"pending"}, "exploded", "U9", at(1))
+    assert await requests.get("nope") is None
+    assert not await requests.transition("nope", {"pending"}, "cancelled", "U9", at(1))
+
+
+async def test_request_survives_a_new_store(url: str) -> None:
+    first = Store(url)
+    await make_request(first.requests, "r4")
+    await first.close()
+    second = Store(url)
+    assert await second.requests.transition("r4", {"pending"}, "confirmed", "U2", at(1))
+    assert [r.state for r in await second.requests.unfinished()] == ["confirmed"]
+    await second.close()
+
+
 # -- an upgrade with requests in flight --------------------------------------------------------------
 
-OLD_REQUESTS = sa.table("inferbot_requests", *(sa.column(c.name, c.type) for c in requests.columns if c.name != "kind"))
+OLD_REQUESTS = sa.table("inferbot_requests",
+                        *(sa.column(c.name, c.type) for c in schema.requests.columns if c.name != "kind"))
 """The request table as schema 0003 had it (no kind)."""
 
 

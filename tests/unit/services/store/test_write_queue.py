@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
 
 from services.store.schema import metric_samples, watches
 from services.store.store import Store
+from services.store.write_queue import WATCHER_FLUSH_S, WriteQueue
 
 T0 = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
 
@@ -78,3 +81,22 @@ async def test_forgetting_the_lead_clears_memos_and_drops_only_the_upserts(store
     store.forget_watcher_memos(drop_pending=True)
     await store.flush_writes()
     assert _rows(store, watches) == [] and len(_rows(store, metric_samples)) == 1
+
+
+async def test_queued_rows_go_by_themselves_within_the_batching_second(queue: WriteQueue) -> None:
+    await queue.db.prepare()
+    started = time.monotonic()
+    queue.insert_later(metric_samples, _sample(T0))
+    queue.upsert_later(watches, {"service": "kimi", "node": "gpu-a"}, _watch(100))
+
+    def count(table: object) -> int:
+        with queue.db.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(table)).scalar_one())  # type: ignore[arg-type]
+
+    assert count(metric_samples) == 0  # not yet: they wait for the others of this second
+    for _ in range(int((WATCHER_FLUSH_S + 5) / 0.05)):
+        if count(watches):
+            break
+        await asyncio.sleep(0.05)
+    assert count(metric_samples) == 1 and count(watches) == 1
+    assert time.monotonic() - started >= 0.9  # by the timer, about a second later, not at once

@@ -1,4 +1,4 @@
-"""A down node's reason is said once, however many services it took with it (issue 22).
+"""handlers/down_nodes.py: a down node's reason is said once, however many services it took with it (issue 22).
 
 ``status`` of 1,000 services on one down node printed the same reason 1,000 times. Through the real CLI, on
 a simulated node behind a real sshd (up) and a node on a closed loopback port (down) carrying 1,000 services:
@@ -17,6 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from handlers.down_nodes import DownNodes, names_words, node_down_sections
+from services.cluster import NodeReport
+from services.models import NodeError
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
 from tests.test_cli_local_input import INFERBOT
@@ -78,3 +81,47 @@ async def test_every_answer_says_a_down_nodes_reason_once(make_cluster: MakeClus
     assert nodes["gpu-a"]["services"] == ["kimi"] and nodes["gpu-a"]["ok"] is True
     assert nodes["gpu-b"]["services"] == down_names() and REFUSED in nodes["gpu-b"]["error"]["reason"]
     assert out["data"]["unreachable"] == ["gpu-b"] and out["text"].count(REFUSED) == 1
+
+
+# -- the card itself ---------------------------------------------------------------------------------------
+
+REFUSED_ERROR = NodeError(kind="refused", reason=REFUSED, fix="start sshd on gpu-b, or fix host/port in [[nodes]]")
+
+
+def test_names_are_spelled_out_up_to_three_then_counted() -> None:
+    assert names_words(["kimi"]) == "kimi"
+    assert names_words(["kimi", "qwen"]) == "kimi and qwen"
+    assert names_words(["kimi", "qwen", "llama"]) == "kimi, qwen, and llama"
+    assert names_words(down_names()) == "kimi2, svc0001, svc0002, and 997 more"
+    assert names_words([f"s{i}" for i in range(1004)]) == "s0, s1, s2, and 1,001 more"
+
+
+def test_a_down_node_gets_one_card_at_its_first_service_and_none_after() -> None:
+    down = DownNodes([NodeReport(node="gpu-a", ok=True), NodeReport(node="gpu-b", ok=False, error=REFUSED_ERROR)],
+                     [("kimi", "gpu-a"), ("kimi2", "gpu-b"), ("qwen", "gpu-b")])
+    assert "gpu-b" in down and "gpu-a" not in down
+    assert down.card("gpu-a") == []  # a node that answered has its services' own cards
+    card = down.card("gpu-b")
+    assert [(s.kind, s.title, s.text, s.status) for s in card] == [
+        ("header", "gpu-b unreachable", None, "error"),
+        ("text", None, f"{REFUSED} — kimi2 and qwen", None),
+        ("context", "Fix", "start sshd on gpu-b, or fix host/port in [[nodes]]", None)]
+    assert down.card("gpu-b") == [] and down.rest() == []  # said once
+
+
+def test_a_busy_bot_does_not_blame_the_node() -> None:
+    busy = NodeReport(node="gpu-a", ok=False, error=NodeError(kind="busy", reason="inferbot is busy: 64 questions "
+                                                                              "are waiting for gpu-a's channels"))
+    down = DownNodes([busy], [("kimi", "gpu-a")])
+    assert down.words("gpu-a") == "gpu-a not asked (inferbot is busy)"
+    header, text = down.card("gpu-a")
+    assert (header.title, header.status) == ("gpu-a not asked (inferbot is busy)", "warn")
+    assert "unreachable" not in (text.text or "")
+
+
+def test_a_down_node_none_of_whose_services_was_shown_is_given_at_the_end() -> None:
+    silent = NodeReport(node="gpu-c", ok=False, error=None)  # a discovery node: no configured service
+    down = DownNodes([silent], [])
+    assert [s.text for s in node_down_sections(silent, [])][1] == "no answer"
+    assert [s.title for s in down.rest()] == ["gpu-c unreachable", None]
+    assert down.rest() == []

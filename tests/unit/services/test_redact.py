@@ -1,4 +1,6 @@
-"""The importable secrets corpus (tests/samples/secrets/corpus.py): each shape is redacted by the function that sees it.
+"""services/redact.py, the public API of redaction: each shape of the importable secrets corpus
+(tests/samples/secrets/corpus.py) is redacted by the function that sees it, and the :class:`Redactor` replaces
+every known value wherever it appears.
 
 The same data drives the real-systemd tier end to end; here it checks the redaction functions directly.
 """
@@ -86,3 +88,46 @@ def test_known_values_redacted_elsewhere(shape: SecretShape) -> None:
 def test_ordinary_lines_unchanged(line: str) -> None:
     assert redact_patterns(line) == line
     assert Redactor(["true", "1", "8000"]).text(line) == line
+
+
+# -- known values ------------------------------------------------------------------------------------------
+
+
+def test_known_values_replaced_in_place() -> None:
+    r = Redactor(["s3cr3t-value"])
+    assert r.text("line with s3cr3t-value inside") == f"line with {REDACTED} inside"
+
+
+def test_known_values_redacted_wherever_they_appear() -> None:
+    r = Redactor()
+    r.add_from({"kv": {"api_key": {"v": "plain-looking-value"}}, "token": 12345678901})
+    line = "connecting with plain-looking-value to id 12345678901 on port 8000"
+    assert r.text(line) == f"connecting with {REDACTED} to id {REDACTED} on port 8000"
+    assert r.known_count == 2
+
+
+def test_known_values_inside_json_keep_it_valid() -> None:
+    r = Redactor(["12345678901", "known-str-9"])
+    text = '{"id":12345678901,"note":"uses known-str-9 here","n":7}'
+    out = r.text(text)
+    assert json.loads(out) == {"id": REDACTED, "note": f"uses {REDACTED} here", "n": 7}
+    clean = '{"cudagraph_mode":"FULL_AND_PIECEWISE","max_cudagraph_capture_size":256}'
+    assert r.text(clean) == clean
+    assert r.text(redact_value("kv-transfer-config", '{"extra":{"api_key":{"v":"x"}},"id":12345678901}')) == \
+        '{"extra":{"api_key":"[redacted]"},"id":"[redacted]"}'
+
+
+def test_a_known_value_that_is_a_key_name_takes_the_value_after_it() -> None:
+    """A secret-named setting whose value is a key's name ("credential_source": "aws_secret_access_key") made the
+    key itself "[redacted]", and the value after it was shown."""
+    r = Redactor()
+    r.add_from({"credential_source": "aws_secret_access_key"})
+    line = "INFO 12-02 10:00:01 [s3.py:41] aws_secret_access_key = ywJDgcb6qcF0xrKJzUfTjIAJV77i"
+    for out in (r.text(line), r.lines([line])[0]):
+        assert "ywJDgcb6qcF0xrKJzUfTjIAJV77i" not in out and "[s3.py:41]" in out, out
+
+
+def test_a_short_known_value_never_cuts_into_a_file_name_or_a_word() -> None:
+    r = Redactor(["vllm", "tok1"])
+    out = r.text("[vllm_config.py:12] loading pytok1 as vllm with tok1")
+    assert out == f"[vllm_config.py:12] loading pytok1 as {REDACTED} with {REDACTED}"

@@ -1,4 +1,5 @@
-"""The probe's wire format: markers nothing on the node can forge, HTTP bodies cut by curl's byte counts.
+"""services/node/probe/wire.py: the probe's wire format — markers nothing on the node can forge, HTTP bodies cut
+by curl's byte counts.
 
 The shell functions are the probe's own (``services.node.probe.script.library``: the packaged shell and awk),
 run for real with ``sh`` against a small HTTP server on loopback; the parser is ``parse_output``.
@@ -15,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.node.probe import MARK, NodeRaw, parse_output
 from services.node.probe.script import library
+from services.node.probe.wire import MARK, NodeRaw, parse_output
 
 NONCE = "0f3c-test"
 M = f"{MARK}{NONCE}"

@@ -1,4 +1,5 @@
-"""The smoke completion before ✅ (issue 14): the simulated node behind a real sshd, the real store and scheduler.
+"""handlers/smoke.py: the smoke completion before ✅ (issue 14): the simulated node behind a real sshd, the real
+store and scheduler.
 
 Every case restarts the Kimi unit through the guarded flow and checks the notices a person sees (one per
 place), what went over SSH (the key never on a command line), and the store across a bot restart.
@@ -8,13 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from handlers.notify import RecordingNotifier
-from services.node.smoke import MARK, build_smoke_script, parse_smoke_output
-from services.redact import Redactor
+from handlers.smoke import smoke_failure, smoke_gate, with_smoke
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
 from tests.test_follow import FlakyNotifier
@@ -162,54 +163,6 @@ def notices_of_in(n: RecordingNotifier, channel: str, thread: str | None) -> lis
     return [p.text for p in n.posts if p.channel == channel and p.thread_ts == thread and "is ready" in p.text]
 
 
-# ------------------------------------------------------------------------------------------------
-# The template and the parser (pure)
-
-
-def _out(rc: int, body: str, tail: str) -> str:
-    import base64
-
-    return f"{MARK} rc={rc}\n" + base64.b64encode(f"{body}\n{tail}".encode()).decode() + "\n"
-
-
-def test_script_has_no_key_and_quotes_its_values() -> None:
-    script = build_smoke_script("http://127.0.0.1:8000", "moonshotai/Kimi-K2.5", 30)
-    assert "B='{\"model\": \"moonshotai/Kimi-K2.5\", \"prompt\": \"Hello\", \"max_tokens\": 1, \"temperature\": 0}'" \
-        in script
-    assert "IFS= read -r K" in script and "-H @-" in script
-    with pytest.raises(ValueError):
-        build_smoke_script("http://127.0.0.1:8000", "x'; rm -rf / #", 30)
-    with pytest.raises(ValueError):
-        build_smoke_script("http://h:1/$(id)", "m", 30)
-
-
-@pytest.mark.parametrize(("stdout", "keyed", "outcome", "detail"), [
-    (_out(0, '{"choices": [{"text": " hi"}]}', "200 0.412"), True, "ok", ""),
-    (_out(0, '{"error": {"message": "boom", "type": "InternalServerError", "code": 500}}', "500 0.1"), True,
-     "failed", "the smoke completion failed: HTTP 500 — InternalServerError: boom"),
-    (_out(0, '{"object": "error", "message": "bad", "type": "BadRequestError", "code": 400}', "400 0.1"), True,
-     "failed", "the smoke completion failed: HTTP 400 — BadRequestError: bad"),
-    (_out(0, '{"error": "Unauthorized"}', "401 0.01"), False, "skipped",
-     "the server requires an API key and I hold none (set api_key_env)"),
-    (_out(0, '{"error": "Unauthorized"}', "401 0.01"), True, "failed",
-     "the smoke completion failed: HTTP 401 — the server refused the API key I hold"),
-    (_out(28, "", "000 30.0"), True, "failed", "the smoke completion timed out after 30 s"),
-    (_out(7, "", "000 0.0"), True, "failed", "the smoke completion could not reach the server (connection refused)"),
-    ("", True, "failed", "the smoke completion did not run on the node (no answer)"),
-])
-def test_parse(stdout: str, keyed: bool, outcome: str, detail: str) -> None:
-    r = parse_smoke_output(stdout, keyed, 30, Redactor())
-    assert (r.outcome, r.detail) == (outcome, detail)
-    if outcome == "ok":
-        assert r.ttft_s == pytest.approx(0.412)
-
-
-def test_error_text_is_redacted() -> None:
-    body = '{"error": {"message": "bad header Bearer ' + KIMI_API_KEY + '", "type": "BadRequestError"}}'
-    r = parse_smoke_output(_out(0, body, "400 0.1"), True, 30, Redactor([KIMI_API_KEY]))
-    assert KIMI_API_KEY not in r.detail and "[redacted]" in r.detail
-
-
 async def test_failed_completion_notice_survives_a_bot_restart_with_vllms_error(
         make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = await smoke_cluster(make_cluster, monkeypatch=monkeypatch)
@@ -241,3 +194,68 @@ async def test_key_variable_configured_but_unset_is_named(make_cluster: MakeClus
         await until(lambda: bool(notices(b, "is ready", NOTIFY)), 45, "the ready notice")
         assert notices(b, "is ready", NOTIFY)[0].endswith(
             f", smoke test skipped: the server requires an API key and ${KEY_ENV} is not set for the bot")
+
+
+# ------------------------------------------------------------------------------------------------
+# What was recorded decides, without the node
+
+
+async def test_a_recorded_completion_is_reused_and_worded_without_asking_the_node(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from config.models import BotConfig
+    from handlers.context import Context
+    from handlers.notice_words import ready_notice
+    from services.cluster import Cluster
+    from services.models import ServiceState
+    from services.node.ssh import NodePool
+    from services.store.records import Follow
+    from services.store.store import Store
+    from tests.sshd import free_port
+
+    t0 = datetime(2026, 12, 2, 13, 0, tzinfo=UTC)
+    # Nobody listens on the node's port: a completion sent now would come back "unreachable" (None).
+    cfg = BotConfig.model_validate({
+        "nodes": [{"name": "gpu-a", "host": "127.0.0.1", "port": free_port(), "timeout": "2s"}],
+        "services": [{"name": "kimi", "node": "gpu-a", "unit": KIMI_UNIT},
+                     {"name": "qwen", "node": "gpu-a", "unit": "vllm-qwen.service", "readiness": {"smoke": False}}],
+        "state": {"dir": str(tmp_path)}})
+    kimi_svc, qwen_svc = cfg.services
+    st = ServiceState(service="kimi", node="gpu-a", unit=KIMI_UNIT, state="ready", api_url="http://127.0.0.1:9",
+                      model="moonshotai/Kimi-K2.5")
+
+    def follow(inv: str | None, service: str = "kimi") -> Follow:
+        return Follow(key=f"{service}@gpu-a", service=service, node="gpu-a", unit=KIMI_UNIT, invocation_id=inv,
+                      started_at=t0, reason="restart", updated_at=t0)
+
+    store = Store(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+    pool = NodePool()
+    try:
+        ctx = Context(config=cfg, cluster=Cluster(cfg, pool), store=store, now=lambda: t0)
+        await store.smoke_checks.record("kimi", "gpu-a", "inv-ok", "ok", 0.4123, "", t0)
+        await store.smoke_checks.record("kimi", "gpu-a", "inv-bad", "failed", None,
+                                        "the smoke completion failed: HTTP 500 — InternalServerError: boom", t0)
+        await store.smoke_checks.record("kimi", "gpu-a", "inv-skip", "skipped", None,
+                                        "the server requires an API key and I hold none (set api_key_env)", t0)
+        assert await smoke_gate(ctx, kimi_svc, follow("inv-ok"), st) == ("ready", "")
+        assert await smoke_gate(ctx, kimi_svc, follow("inv-bad"), st) == (
+            "failed", "the smoke completion failed: HTTP 500 — InternalServerError: boom")
+        assert await smoke_gate(ctx, kimi_svc, follow("inv-new"), st) is None  # not recorded: the node is asked
+        assert await smoke_gate(ctx, qwen_svc, follow("inv-new", "qwen"), st) == ("ready", "")  # smoke = false
+        assert await store.smoke_checks.get("kimi", "gpu-a", "inv-new") is None  # nothing recorded for "no answer"
+
+        ok = await with_smoke(ctx, follow("inv-ok"), ready_notice(follow("inv-ok"), 1754, 1802))
+        assert ok.data["notice"] == "✅ kimi on gpu-a is ready — loaded in 29m 14s (last time 30m 02s), first token " \
+                                    "in 0.41 s"
+        assert ok.data["smoke"] == {"outcome": "ok", "ttft_s": 0.4123, "detail": ""}
+        skipped = await with_smoke(ctx, follow("inv-skip"), ready_notice(follow("inv-skip"), 95, None))
+        assert skipped.title.endswith(", smoke test skipped: the server requires an API key and I hold none "
+                                      "(set api_key_env)")
+        plain = ready_notice(follow("inv-none"), 95, None)
+        assert await with_smoke(ctx, follow("inv-none"), plain) == plain
+        assert await smoke_failure(ctx, follow("inv-bad")) == (
+            "the smoke completion failed: HTTP 500 — InternalServerError: boom")
+        assert await smoke_failure(ctx, follow("inv-ok")) is None
+    finally:
+        await pool.close()
+        await store.close()

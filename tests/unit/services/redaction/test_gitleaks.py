@@ -14,7 +14,7 @@ import pytest
 from services.redact import REDACTED, redact_patterns
 from services.redaction import gitleaks
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[4]
 
 
 def test_the_digest_is_the_vendored_toml() -> None:
