@@ -1,24 +1,22 @@
 """One message → one reading: the command, its targets, its typed arguments, and how sure the bot is.
 
 The steps, each in its own module: ``markup`` (Slack's markup, once) → ``text`` (tokens, stems, clauses)
-→ ``lexicon`` (other languages) → ``settings_words`` (a flag or an environment variable) → names (this
-module, with ``names``) → ``scoring`` (every command's words) → ``orders`` (is an order one?) →
-``arguments``. Nothing here does I/O.
+→ ``lexicon`` (other languages) → ``settings_words`` (a flag or an environment variable) → ``slots`` (names,
+where a name stands, with ``names``) → ``scoring`` (every command's words) and ``weighing`` (what the words
+alone cannot weigh) → ``orders`` (is an order one?) → ``arguments``. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 
-from bot.understanding import arguments, lexicon, orders, scoring, settings_words
+from bot.understanding import arguments, lexicon, orders, scoring, settings_words, slots, weighing
 from bot.understanding.commands_text import command_text
 from bot.understanding.markup import Message
 from bot.understanding.names import Aliases, NameIndex, Target
 from bot.understanding.settings_words import Setting
+from bot.understanding.slots import Found
 from bot.understanding.text import Token, Words, split_slashes, stem, words
 from config.models import BotConfig, Node, Service
 from handlers.commands import COMMANDS, Command, command
@@ -28,60 +26,15 @@ from handlers.context import Args
 CONFIDENT = 1.5
 # Two readings this close (ratio) are a tie: ask which one.
 TIE = 0.85
-CHART_CUES = frozenset({"chart", "charts", "graph", "graphs", "plot", "plots", "visualize", "visualise",
-                        "visualization", "sparkline", "trend", "trends", "trended", "png"})
-CHART_PHRASES = (("over", "time"),)
-_CUE_STEMS = frozenset({"chart", "graph", "plot", "visual", "visualis", "visualiz", "trend", "sparklin"})
-# Where a name stands: after a command word (with or without a preposition: "status llama", "logs for
-# gpu-c"), before one ("llama status"), with 's, between "is" and a state ("is llama up"); after any
-# preposition only when it is written like a name ("on gpu-c").
-_COMMAND_WORDS = frozenset({"restart", "bounce", "reboot", "status", "logs", "log", "settings", "config", "gpus",
-                            "throughput", "compare", "silence", "mute", "unsilence", "unmute", "unlock", "bench",
-                            "history", "audit", "diff", "tail", "journal", "flags", "env", "vs", "versus",
-                            "and"})
-_PREPOSITIONS = frozenset({"on", "for", "of", "in", "at", "from", "about", "with", "to", "vs", "versus", "and",
-                           "than"})
-_STATES = frozenset({"up", "down", "ready", "alive", "healthy", "running", "loaded", "loading", "ok", "okay",
-                     "serving", "back", "done", "hung", "stuck", "dead"})
-# The cluster as a whole: never a name, and never "unknown" ("is prod ok?").
-_EVERYTHING = frozenset({"prod", "production", "staging", "infra", "cluster", "fleet", "everything", "all",
-                         "both", "everyone", "anything", "anywhere"})
 # An order's answer when the message is not one.
 _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "unsilence": "status",
             "unlock": "restarts"}
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
          "unlock": "clear the restart lock of"}
-_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from"})
-_MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
-                           "then"})
-_NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
-                          "every", "another", "one", "any"})
-_NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
 # The imperative of a question ("show me …", "grab the log"), besides every order's verbs.
 _ASKING_VERBS = frozenset({"show", "give", "tell", "check", "grab", "dump", "paste", "list", "get", "pull", "fetch",
                            "print", "display", "send", "post", "tail", "compare", "diff", "plot", "chart", "graph",
                            "pls", "please", "plz", "run"})
-
-
-@functools.cache
-def _data_words(name: str) -> frozenset[str]:
-    text = resources.files("bot.understanding").joinpath(f"data/{name}").read_text("utf-8")
-    return frozenset(re.sub(r"(?m)^#.*$", "", text).split())
-
-
-def english() -> frozenset[str]:
-    """English words that are never names (``data/english.txt``)."""
-    return _data_words("english.txt")
-
-
-def common_english() -> frozenset[str]:
-    """The 15,000 most frequent English words (``data/common_english.txt``; see bench/english_words.py)."""
-    return _data_words("common_english.txt")
-
-
-def model_families() -> frozenset[str]:
-    """Open-model family names (``data/model_families.txt``): a name wherever it stands."""
-    return _data_words("model_families.txt")
 
 
 @dataclass
@@ -106,211 +59,6 @@ class Reading:
 
 
 @dataclass
-class _Found:
-    """Names found in the message: each target and the token that named it."""
-
-    targets: list[Target] = field(default_factory=list)
-    where: list[int] = field(default_factory=list)
-    tokens: set[int] = field(default_factory=set)
-    unknown: list[Token] = field(default_factory=list)
-
-    def in_clause(self, clause: int, toks: Sequence[Token]) -> list[Target]:
-        idx = {t.index for t in toks if t.clause == clause}
-        return [t for t, i in zip(self.targets, self.where, strict=True) if i in idx]
-
-
-def _is_word(word: str) -> bool:
-    if word == "/inferbot":
-        return True  # the slash command typed into a message
-    return (word in english() or word in scoring.vocabulary() or word in lexicon.stopwords()
-            or word in _EVERYTHING or word in CHART_CUES)
-
-
-def _looks_like_value(t: Token) -> bool:
-    w = t.norm
-    return (w.replace(".", "").replace("%", "").isdigit() or arguments.window([t]) is not None
-            or len(w) <= 1 or w.startswith("-") or w in ("tok/s", "tokens/s") or w[:1].isdigit()
-            or any(ch in w for ch in "_()[]{}=<>\"\\'") or ("/" in w and not w.startswith("/")))
-
-
-def _name_shaped(word: str) -> bool:
-    """Written like a host or a model: a hyphen with a short part or a digit ("gpu-c", "node-7", "qwen2")."""
-    parts = word.split("-")
-    return (len(parts) > 1 and any(len(p) <= 2 or any(ch.isdigit() for ch in p) for p in parts)) or (
-        any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word))
-
-
-def _names(words_: Words, index: NameIndex, taken: set[int]) -> _Found:
-    """Every word that names a target; and the words that stand where a name stands but name nothing."""
-    found = _Found()
-    toks = words_.tokens
-    anchor = _COMMAND_WORDS | scoring.strong_words()
-    values = {i + 1 for i, _ in words_.assignments}  # NCCL_PROTO=LL: "LL" is a value
-    for i, t in enumerate(toks):
-        if t.index in taken or t.cjk or t.translated or t.index in values:
-            continue
-        target = index.exact(t.norm) or index.variant(t.norm)
-        if target is None and not _is_word(t.norm) and not _looks_like_value(t):
-            target = index.typo(t.norm)
-        if target is not None and i > 0 and not toks[i - 1].translated and (
-                toks[i - 1].norm in ("except", "excluding", "besides")
-                or (toks[i - 1].norm == "not" and (i < 2 or toks[i - 2].part != toks[i - 1].part))):
-            found.tokens.add(t.index)  # "restart kimi, not qwen": named, and left out
-            continue
-        if target is not None:
-            found.targets.append(target)
-            found.where.append(t.index)
-            found.tokens.add(t.index)
-            continue
-        if t.marked or _is_word(t.norm) or _looks_like_value(t) or not any(ch.isalpha() for ch in t.norm):
-            continue
-        prev = toks[i - 1].norm if i > 0 and toks[i - 1].part == t.part else None
-        nxt = toks[i + 1].norm if i + 1 < len(toks) and toks[i + 1].part == t.part else None
-        before2 = toks[i - 2] if i > 1 else None
-        after_command = prev in _COMMAND_WORDS or (
-            prev in _PREPOSITIONS and before2 is not None and (before2.norm in anchor or before2.index in taken))
-        slot = (after_command or t.possessive or nxt in _COMMAND_WORDS
-                or (prev in _PREPOSITIONS and _name_shaped(t.norm))
-                or (prev in ("is", "are", "was") and (nxt in _STATES or nxt == "still")))
-        if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())
-                                          and not _chart_cue(t)):
-            found.unknown.append(t)
-    return found
-
-
-def _known(index: NameIndex) -> frozenset[str]:
-    return frozenset([*index.services, *index.nodes, *index.aliases, *index.variants])
-
-
-def _chart_cue(t: Token, typos: bool = True) -> bool:
-    """"chart", "graphs", "trended", or (``typos``) a misspelling of one ("chrat")."""
-    if t.norm in CHART_CUES or t.stem in _CUE_STEMS:
-        return True
-    if (typos and len(t.norm) >= 4 and t.norm.isalpha() and t.norm not in english()
-            and t.norm not in scoring.vocabulary() and t.norm not in common_english()):
-        from rapidfuzz.distance import OSA
-
-        return any(OSA.distance(t.norm, c, score_cutoff=1) <= 1 for c in CHART_CUES if len(c) >= 4)
-    return False
-
-
-@functools.cache
-def _shared_verbs() -> frozenset[str]:
-    """Verbs of more than one order ("turn" alerts off or back on): they pick no order on their own."""
-    seen: dict[str, int] = {}
-    for c in COMMANDS:
-        for v in c.verbs:
-            seen[v] = seen.get(v, 0) + 1
-    return frozenset(v for v, n in seen.items() if n > 1)
-
-
-@functools.cache
-def _order_verbs() -> dict[str, str]:
-    """Every order's verbs → the order (the first command that has it)."""
-    out: dict[str, str] = {}
-    for c in COMMANDS:
-        for v in c.verbs:
-            out.setdefault(v, c.name)
-    return out
-
-
-def _adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int,
-            names: set[int]) -> None:
-    """What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context
-    after "since", a restart word used as a noun, an order's verb opening a part, small talk beside a
-    question. Each step is one function below, applied in this order."""
-    by = scores.by_command
-    one_flag = setting is not None and bool(setting.tokens & {t.index for t in clause})
-    if one_flag and setting is not None:
-        first = min(setting.tokens)
-        # "how's throughput since we bumped the mem util": the flag is what changed, not what is asked.
-        subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
-        by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
-    _charts(scores, clause)
-    if by.get("compare"):
-        # One flag across two services is that flag's answer (it lists each value), not a comparison.
-        pair = (n_targets >= 2 and not one_flag) or any(
-            len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each") for h in scores.words_of("compare"))
-        by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
-    _context_weighs_half(scores, clause)
-    # Settings words as what changed or what is compared ("did anyone change the nccl env").
-    if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
-        by["settings"] *= 0.5
-    _restart_words(scores, clause, names)
-    _order_verb_first(scores, clause)
-    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
-        by["smalltalk"] = by["smalltalk"] * 0.3
-
-
-def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
-    """A chart only when one is asked for ("chart", "graph", "plot", "trended", "over time"); a misspelt
-    "chart" only next to what a chart shows ("chrat throughput kimi")."""
-    by = scores.by_command
-    in_phrases = {i for h in scores.hits for i in h.tokens}
-    free = [t for t in clause if t.index not in in_phrases]
-    norms = [t.norm for t in free]
-    subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
-    cue = any(_chart_cue(t, typos=subject) for t in free) or any(
-        tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
-    for name in ("chart_throughput", "chart_bench", "chart_loads"):
-        if cue and (by.get(name) or name == "chart_throughput"):
-            by[name] = by.get(name, 0.0) + 4.0
-        elif not cue:
-            # Without one, only a phrase about load durations ("how long did it take to load").
-            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
-                          if c == name and w >= 3.0 and len(h.words) > 1)
-            by[name] = phrases if name == "chart_loads" else 0.0
-
-
-def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
-    """What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
-    nccl change?"): its words weigh half. A question word opening the sentence ("when did …") is not one; the
-    context ends at the next part or question ("if qwen OOMs again, do we restart it")."""
-    by = scores.by_command
-    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")),
-                  None)
-    if sub_at is None:
-        return
-    end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
-                or clause[i].norm in _MAIN_OPENERS), len(clause))
-    span = {t.index for t in clause[sub_at + 1:end]}
-    for h in scores.hits:
-        if h.start in span:
-            for c, wt in h.credits:
-                by[c] = by.get(c, 0.0) - wt / 2
-
-
-def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
-    """"after the restart", "the last kimi restart": about restarts, not one; "don't restart" is too."""
-    by = scores.by_command
-    for h in scores.hits:
-        credited = {c for c, _ in h.credits}
-        if not credited & {"restart", "restarts"} or len(h.words) != 1:
-            continue
-        pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
-        before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")  # names skipped
-        if before in _NOUN_BEFORE:
-            for c in ("restart", "restarts"):
-                by[c] = by.get(c, 0.0) - 1.5
-        elif before in _NEGATORS:
-            by["restarts"] = by.get("restarts", 0.0) + 2.0
-
-
-def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
-    """An order's verb opening a part: "restart kimi when the load is done" is about the restart."""
-    by = scores.by_command
-    verbs = _order_verbs()
-    boosted: set[str] = set()
-    for part in dict.fromkeys(t.part for t in clause):
-        lead = next((t for t in clause if t.part == part and t.norm not in orders.LEAD
-                     and t.norm not in orders.POLITE and t.norm not in orders.YOU), None)
-        if (lead is not None and lead.norm in verbs and lead.norm not in _shared_verbs()
-                and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted):
-            by[verbs[lead.norm]] += 2.0
-            boosted.add(verbs[lead.norm])
-
-
-@dataclass
 class _Clause:
     index: int
     scores: scoring.Scores
@@ -318,12 +66,12 @@ class _Clause:
     asking: bool  # a question or an imperative, not a statement
 
 
-def _rank(words_: Words, found: _Found, setting: Setting | None, known: frozenset[str]) -> list[_Clause]:
+def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset[str]) -> list[_Clause]:
     """Score each clause. A clause that is all quoted, code or struck is read with the next one: it is what
     that one asks about ("&gt; restart kimi" then "did anyone do this?")."""
     out = []
     distinct = len({(tuple(id(s) for s in t.services), tuple(id(n) for n in t.nodes)) for t in found.targets})
-    verbs = _order_verbs()
+    verbs = weighing.order_verbs()
     carried: list[Token] = []
     taken = found.tokens | (setting.tokens if setting else set())
     for c in words_.clauses:
@@ -333,7 +81,7 @@ def _rank(words_: Words, found: _Found, setting: Setting | None, known: frozense
             continue
         carried = []
         s = scoring.score(toks, taken, known)
-        _adjust(s, toks, setting, distinct, found.tokens)
+        weighing.adjust(s, toks, setting, distinct, found.tokens)
         live = [t for t in toks if not t.marked]
         lead = next((t for t in live if t.norm not in orders.LEAD), None)
         asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
@@ -398,7 +146,7 @@ def _family(name: str) -> str:
     return command(name).family or name
 
 
-def _chosen_targets(found: _Found, w: Words, clause: int | None) -> list[Target]:
+def _chosen_targets(found: Found, w: Words, clause: int | None) -> list[Target]:
     """The names of the answering clause, else of the whole message."""
     if clause is not None:
         here = found.in_clause(clause, w.tokens)
@@ -410,12 +158,12 @@ def _chosen_targets(found: _Found, w: Words, clause: int | None) -> list[Target]
 def understand(message: Message, config: BotConfig, aliases: Aliases | None = None) -> Reading:
     """Read ``message`` against ``config`` (and the services' other names, ``aliases``). Never raises."""
     index = NameIndex.build(config, aliases)
-    known = _known(index)
+    known = slots.known(index)
     w = split_slashes(words(message), lambda x: index.exact(x) is not None)
-    w = lexicon.translate(w, lambda x: x in known or _is_word(x) or index.exact(x) is not None)
+    w = lexicon.translate(w, lambda x: x in known or slots.is_word(x) or index.exact(x) is not None)
     w = _without_reason(w)
     setting = settings_words.find(w)
-    found = _names(w, index, set(setting.tokens) if setting else set())
+    found = slots.find(w, index, set(setting.tokens) if setting else set())
     clauses = _rank(w, found, setting, known)
     unknown_words = list(dict.fromkeys(t.norm for t in found.unknown))
     suggestions = list(dict.fromkeys(s for u in unknown_words for s in index.suggest(u)))
@@ -479,7 +227,7 @@ def _two_readings(reading: Reading, primary: _Clause, w: Words, best: tuple[str,
         reading.offers = [command_text(n, *targets, explicit=reading.explicit_target) for n in (name, second[0])]
 
 
-def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause | None, found: _Found, w: Words,
+def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause | None, found: Found, w: Words,
                      config: BotConfig) -> None:
     """A second question in a later sentence ("kimi status? also gpus"): the first is answered, the second
     offered as a full command (with its own targets, else the first's)."""
@@ -515,7 +263,7 @@ def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: 
     return reading
 
 
-def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, to_other: bool) -> None:
+def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool) -> None:
     """Restart, bench, silence, unsilence, unlock: an order only when it is one (``orders.decide``)."""
     name = reading.command.name
     family = reading.command.family

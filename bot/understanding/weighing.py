@@ -1,0 +1,152 @@
+"""What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context after
+"since", a restart word used as a noun, an order's verb opening a part, small talk beside a question."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from bot.understanding import orders, scoring
+from bot.understanding.settings_words import Setting
+from bot.understanding.text import Token
+from bot.understanding.wordlists import common_english, english
+from handlers.commands import COMMANDS
+
+CHART_CUES = frozenset({"chart", "charts", "graph", "graphs", "plot", "plots", "visualize", "visualise",
+                        "visualization", "sparkline", "trend", "trends", "trended", "png"})
+CHART_PHRASES = (("over", "time"),)
+_CUE_STEMS = frozenset({"chart", "graph", "plot", "visual", "visualis", "visualiz", "trend", "sparklin"})
+_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from"})
+_MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
+                           "then"})
+_NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
+                          "every", "another", "one", "any"})
+_NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
+
+
+def chart_cue(t: Token, typos: bool = True) -> bool:
+    """"chart", "graphs", "trended", or (``typos``) a misspelling of one ("chrat")."""
+    if t.norm in CHART_CUES or t.stem in _CUE_STEMS:
+        return True
+    if (typos and len(t.norm) >= 4 and t.norm.isalpha() and t.norm not in english()
+            and t.norm not in scoring.vocabulary() and t.norm not in common_english()):
+        from rapidfuzz.distance import OSA
+
+        return any(OSA.distance(t.norm, c, score_cutoff=1) <= 1 for c in CHART_CUES if len(c) >= 4)
+    return False
+
+
+@functools.cache
+def shared_verbs() -> frozenset[str]:
+    """Verbs of more than one order ("turn" alerts off or back on): they pick no order on their own."""
+    seen: dict[str, int] = {}
+    for c in COMMANDS:
+        for v in c.verbs:
+            seen[v] = seen.get(v, 0) + 1
+    return frozenset(v for v, n in seen.items() if n > 1)
+
+
+@functools.cache
+def order_verbs() -> dict[str, str]:
+    """Every order's verbs → the order (the first command that has it)."""
+    out: dict[str, str] = {}
+    for c in COMMANDS:
+        for v in c.verbs:
+            out.setdefault(v, c.name)
+    return out
+
+
+def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int,
+            names: set[int]) -> None:
+    """What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context
+    after "since", a restart word used as a noun, an order's verb opening a part, small talk beside a
+    question. Each step is one function below, applied in this order."""
+    by = scores.by_command
+    one_flag = setting is not None and bool(setting.tokens & {t.index for t in clause})
+    if one_flag and setting is not None:
+        first = min(setting.tokens)
+        # "how's throughput since we bumped the mem util": the flag is what changed, not what is asked.
+        subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+        by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
+    _charts(scores, clause)
+    if by.get("compare"):
+        # One flag across two services is that flag's answer (it lists each value), not a comparison.
+        pair = (n_targets >= 2 and not one_flag) or any(
+            len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each") for h in scores.words_of("compare"))
+        by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
+    _context_weighs_half(scores, clause)
+    # Settings words as what changed or what is compared ("did anyone change the nccl env").
+    if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
+        by["settings"] *= 0.5
+    _restart_words(scores, clause, names)
+    _order_verb_first(scores, clause)
+    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+        by["smalltalk"] = by["smalltalk"] * 0.3
+
+
+def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A chart only when one is asked for ("chart", "graph", "plot", "trended", "over time"); a misspelt
+    "chart" only next to what a chart shows ("chrat throughput kimi")."""
+    by = scores.by_command
+    in_phrases = {i for h in scores.hits for i in h.tokens}
+    free = [t for t in clause if t.index not in in_phrases]
+    norms = [t.norm for t in free]
+    subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
+    cue = any(chart_cue(t, typos=subject) for t in free) or any(
+        tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
+    for name in ("chart_throughput", "chart_bench", "chart_loads"):
+        if cue and (by.get(name) or name == "chart_throughput"):
+            by[name] = by.get(name, 0.0) + 4.0
+        elif not cue:
+            # Without one, only a phrase about load durations ("how long did it take to load").
+            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
+                          if c == name and w >= 3.0 and len(h.words) > 1)
+            by[name] = phrases if name == "chart_loads" else 0.0
+
+
+def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
+    nccl change?"): its words weigh half. A question word opening the sentence ("when did …") is not one; the
+    context ends at the next part or question ("if qwen OOMs again, do we restart it")."""
+    by = scores.by_command
+    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")),
+                  None)
+    if sub_at is None:
+        return
+    end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
+                or clause[i].norm in _MAIN_OPENERS), len(clause))
+    span = {t.index for t in clause[sub_at + 1:end]}
+    for h in scores.hits:
+        if h.start in span:
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
+    """"after the restart", "the last kimi restart": about restarts, not one; "don't restart" is too."""
+    by = scores.by_command
+    for h in scores.hits:
+        credited = {c for c, _ in h.credits}
+        if not credited & {"restart", "restarts"} or len(h.words) != 1:
+            continue
+        pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
+        before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")  # names skipped
+        if before in _NOUN_BEFORE:
+            for c in ("restart", "restarts"):
+                by[c] = by.get(c, 0.0) - 1.5
+        elif before in _NEGATORS:
+            by["restarts"] = by.get("restarts", 0.0) + 2.0
+
+
+def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """An order's verb opening a part: "restart kimi when the load is done" is about the restart."""
+    by = scores.by_command
+    verbs = order_verbs()
+    boosted: set[str] = set()
+    for part in dict.fromkeys(t.part for t in clause):
+        lead = next((t for t in clause if t.part == part and t.norm not in orders.LEAD
+                     and t.norm not in orders.POLITE and t.norm not in orders.YOU), None)
+        if (lead is not None and lead.norm in verbs and lead.norm not in shared_verbs()
+                and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted):
+            by[verbs[lead.norm]] += 2.0
+            boosted.add(verbs[lead.norm])
