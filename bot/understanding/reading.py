@@ -17,7 +17,7 @@ from bot.understanding.markup import Message
 from bot.understanding.names import Aliases, NameIndex, Target
 from bot.understanding.settings_words import Setting
 from bot.understanding.slots import Found
-from bot.understanding.text import Token, Words, split_slashes, stem, words
+from bot.understanding.text import Token, Words, split_compounds, stem, words
 from config.models import BotConfig, Node, Service
 from handlers.commands import COMMANDS, Command, command
 from handlers.context import Args
@@ -140,16 +140,25 @@ def _joined(w: Words, clause: int) -> bool:
     return any(t.norm in ("and", "also", "plus", "&", "then") for t in w.clause_tokens(clause))
 
 
+_ORDER_FAMILIES = frozenset({"restart", "bench", "silence", "unlock"})
+
+
 def _family(name: str) -> str:
     if name in ("restart", "restarts"):
         return "restart"
     return command(name).family or name
 
 
-def _chosen_targets(found: Found, w: Words, clause: int | None) -> list[Target]:
-    """The names of the answering clause, else of the whole message."""
+def _chosen_targets(found: Found, w: Words, clause: int | None, clauses: Sequence[_Clause] = ()) -> list[Target]:
+    """The names of the answering clause and of the clauses that ask nothing else ("tp of kimi, and what about
+    qwen?"), else of the whole message."""
     if clause is not None:
         here = found.in_clause(clause, w.tokens)
+        answering = next((c for c in clauses if c.index == clause), None)
+        if answering is not None and answering.best and _family(answering.best[0][0]) not in _ORDER_FAMILIES:
+            for c in clauses:
+                if c.index != clause and (not c.best or c.best[0][1] < 1.0):
+                    here += found.in_clause(c.index, w.tokens)
         if here:
             return here
     return list(found.targets)
@@ -159,7 +168,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     """Read ``message`` against ``config`` (and the services' other names, ``aliases``). Never raises."""
     index = NameIndex.build(config, aliases)
     known = slots.known(index)
-    w = split_slashes(words(message), lambda x: index.exact(x) is not None)
+    w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x)) is not None)
     w = lexicon.translate(w, lambda x: x in known or slots.is_word(x) or index.exact(x) is not None)
     w = _without_reason(w)
     setting = settings_words.find(w)
@@ -175,7 +184,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     best = primary.best if primary else []
 
     reading = Reading(command=command("help"), unknown=unknown_words, suggestions=suggestions)
-    chosen = _chosen_targets(found, w, primary.index if primary else None)
+    chosen = _chosen_targets(found, w, primary.index if primary else None, clauses)
     services, nodes, explicit = _targets(config, chosen)
     reading.services, reading.nodes, reading.explicit_target = services, nodes, explicit
     reading.named_services = list(dict.fromkeys(s.name for t in chosen for s in t.services))
@@ -196,7 +205,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     elif (second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None
           and _named(primary, name) and _named(primary, second[0])):
         _two_readings(reading, primary, w, (name, top), second)
-    _second_question(reading, clauses, primary, found, w, config)
+    _second_question(reading, clauses, primary, found, w, config, setting)
     skip = found.tokens | (setting.tokens if setting else set())
     reading.args = arguments.parse(reading.command, w, message, setting, reading.args.negated, skip)
     if reading.command.name == "flag" and setting is None:
@@ -228,7 +237,7 @@ def _two_readings(reading: Reading, primary: _Clause, w: Words, best: tuple[str,
 
 
 def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause | None, found: Found, w: Words,
-                     config: BotConfig) -> None:
+                     config: BotConfig, setting: Setting | None) -> None:
     """A second question in a later sentence ("kimi status? also gpus"): the first is answered, the second
     offered as a full command (with its own targets, else the first's)."""
     if primary is None or reading.asked:
@@ -241,7 +250,9 @@ def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause 
     if command(other).family is None and other not in _INFO_OF:
         tgt = _chosen_targets(found, w, later[0].index)
         s2, n2, e2 = _targets(config, tgt) if tgt else (reading.services, reading.nodes, reading.explicit_target)
-        reading.offers.append(command_text(other, s2, n2, explicit=e2))
+        args = Args(flag=setting.name if setting.kind == "flag" else None,
+                    env=setting.name if setting.kind == "env" else None) if setting and other == "flag" else None
+        reading.offers.append(command_text(other, s2, n2, args, explicit=e2))
 
 
 def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: bool = False) -> Reading:

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from bot.understanding.text import Token, stem
+from bot.understanding.text import Token, compound_parts, stem
 from handlers.commands import COMMANDS, Command
 
 WEIGHTS = {"strong": 3.0, "medium": 1.5, "weak": 0.5}
@@ -67,7 +67,7 @@ def _phrases(commands: tuple[Command, ...] = COMMANDS) -> tuple[_Phrase, ...]:
     for c in commands:
         for level in ("strong", "medium", "weak"):
             for term in getattr(c.words, level):
-                words = tuple(term.lower().split())
+                words = tuple(p for w in term.lower().split() for p in compound_parts(w))
                 # "=doing": this spelling only (its stem "do" is every "do").
                 stems = tuple(w if w.startswith("=") else stem(w) for w in words)
                 words = tuple(w.lstrip("=") for w in words)
