@@ -60,21 +60,25 @@ def _stemmed() -> dict[str, dict[str, str]]:
 
 
 @functools.cache
-def _phrases() -> list[tuple[tuple[str, ...], str]]:
-    """Keys of several words (any language), longest first."""
+def _phrases() -> list[tuple[tuple[str, ...], str, bool]]:
+    """Keys of several words (any language), longest first, and whether the key may be split: a German, Spanish
+    or French one always (a separable verb), an English idiom only where it has a gap ("give … a kick")."""
     data = _data()
-    pairs = [(tuple(w.split()), e) for lang in _STEMMED for w, e in data[lang].items() if " " in w]
+    pairs = [(tuple(w.split()), e, True) for lang in _STEMMED for w, e in data[lang].items() if " " in w]
+    pairs += [(tuple(w.replace("…", " ").split()), e, "…" in w) for w, e in data["en"].items()]
     return sorted(pairs, key=lambda p: -len(p[0]))
 
 
 def _phrase_at(toks: Sequence[Token], i: int) -> tuple[str, list[int]] | None:
     """A phrase key starting at ``toks[i]``: in a row, or its first word here and the rest later in the same
     sentence (a separable verb). Returns the English words and the positions it took."""
-    for key, english in _phrases():
+    for key, english, separable in _phrases():
         if toks[i].norm != key[0]:
             continue
         if tuple(t.norm for t in toks[i:i + len(key)]) == key:
             return english, list(range(i, i + len(key)))
+        if not separable:
+            continue
         rest = [j for j in range(i + 1, len(toks)) if toks[j].clause == toks[i].clause]
         got = [i]
         for word in key[1:]:
@@ -131,7 +135,7 @@ def translate(words: Words, known: Callable[[str], bool]) -> Words:
 
     ``known(word)`` tells an English word (or a name) apart: those are never translated.
     """
-    firsts = {key[0] for key, _ in _phrases()}
+    firsts = {key[0] for key, _, _ in _phrases()}
     if all(t.norm.isascii() and t.norm not in firsts and (known(t.norm) or not _latin(t.norm))
            for t in words.tokens):
         return words

@@ -23,16 +23,26 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
                ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
 HESITATIONS = frozenset(
-    "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno".split()
+    "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree".split()
 )
-HESITATION_PHRASES = (("or", "not"), ("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
-                      ("we", "could"), ("we", "might"), ("do", "i", "need"))
+HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
+                      ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
+                      ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
 # When, or on what condition: an order for later is not one now ("now", "asap" are not qualifiers).
 QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
-    "next".split()
+    "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
+    "whenever someday sometime".split()
 )
+QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
+                     ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
+                     ("this", "evening"), ("later", "today"), ("when", "possible"), ("in", "the", "morning"),
+                     ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
+# "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
+_AT = frozenset({"at", "by", "around", "about"})
+_TIME_NOUNS = frozenset({"top", "end", "start", "beginning", "half", "bottom"})
 # Words that open a question (at the start of a clause).
 QUESTION_OPENERS = frozenset(
     "why when who whom whose how what which where did does do has have had was were is are should shall "
@@ -40,7 +50,7 @@ QUESTION_OPENERS = frozenset(
 )
 # Words that may come before the verb of an imperative.
 LEAD = frozenset(
-    "hey hi ok okay so and but now then um hmm pls plz please kindly just go ahead yes yeah yep alright right "
+    "hey hi ok okay so and but now then pls plz please kindly just go ahead yes yeah yep alright right "
     "also force quickly quick again bot inferbot /inferbot team folks guys yo oi sup hello".split()
 )
 POLITE = frozenset({"can", "could", "would", "will"})
@@ -78,11 +88,13 @@ def negated(words: Words, verb: Token) -> bool:
 
 
 def _clock_time(tokens: Sequence[Token]) -> bool:
-    """ "in 10 min", "in an hour", "at 5pm", "at 13:00": a time the order is for."""
-    for a, b in itertools.pairwise(tokens):
+    """ "in 10 min", "in an hour", "at 5pm", "at 13:00", "at the top of the hour": a time the order is for."""
+    for a, b, c in itertools.zip_longest(tokens, tokens[1:], tokens[2:]):
+        if b is None:
+            break
         if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit")):
             return True
-        if a.norm == "at" and b.norm[:1].isdigit():
+        if a.norm in _AT and (b.norm[:1].isdigit() or (b.norm == "the" and c is not None and c.norm in _TIME_NOUNS)):
             return True
     return False
 
@@ -135,12 +147,23 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
             scope += nxt
     qualifiers = {"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"} if allow_time \
         else QUALIFIERS
-    if any(t.norm in qualifiers for t in scope) or (not allow_time and _clock_time(scope)):
+    later = [t for t in scope if t.index > verb.index]
+    if any(t.norm in qualifiers for t in scope) or (not allow_time and (
+            _clock_time(later) or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))):
         return "ask"  # an order for later: not now (the bot does not schedule); it asks
-    # Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), or a negation elsewhere.
+    return _doubt(words, verb, polite)
+
+
+def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
+    """Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), an alternative after it ("restart
+    kimi or is that overkill", "… or qwen"), or a question after it ("restart kimi. is that ok?")."""
     rest = [t for t in words.tokens if t.clause >= verb.clause]
     if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
         return "ask"
-    if clause_info.question and not polite:
+    if any(t.norm == "or" for t in rest if t.index > verb.index):
+        return "ask"
+    if words.clauses[verb.clause].question and not polite:
         return "ask"  # "restart kimi?"
+    if any(c.question for c in words.clauses[verb.clause + 1:]):
+        return "ask"  # "restart kimi. or is that overkill?"
     return "order"

@@ -22,6 +22,9 @@ _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "woul
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
                           "every", "another", "one", "any"})
 _NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
+# Words of a what-if about a restart ("would restarting qwen help", "is a restart going to unstick it").
+_WHAT_IF = frozenset({"if", "would", "will", "could", "going", "suppose", "supposing", "hypothetically", "downside",
+                      "fix", "unstick", "help", "risk", "risky", "happens", "happen", "cost", "impact", "break"})
 
 
 def chart_cue(t: Token, typos: bool = True) -> bool:
@@ -80,6 +83,11 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
         by["settings"] *= 0.5
     _restart_words(scores, clause, names)
     _order_verb_first(scores, clause)
+    if by.get("audit", 0.0) >= 3.0:
+        # The bot's own record ("what have you restarted", "refused restarts"): restarts are its topic.
+        for c in ("restart", "restarts"):
+            if c in by:
+                by[c] *= 0.5
     if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
         by["smalltalk"] = by["smalltalk"] * 0.3
 
@@ -123,8 +131,10 @@ def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
 
 
 def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
-    """"after the restart", "the last kimi restart": about restarts, not one; "don't restart" is too."""
+    """"after the restart", "the last kimi restart": a restart as a noun is not one; "don't restart" and a what-if
+    ("would a restart help", "what if I restart qwen", "is a restart going to fix it") are about restarts."""
     by = scores.by_command
+    what_if = any(t.norm in _WHAT_IF for t in clause)
     for h in scores.hits:
         credited = {c for c, _ in h.credits}
         if not credited & {"restart", "restarts"} or len(h.words) != 1:
@@ -132,10 +142,12 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
         pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
         before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")  # names skipped
         if before in _NOUN_BEFORE:
-            for c in ("restart", "restarts"):
-                by[c] = by.get(c, 0.0) - 1.5
+            by["restart"] = by.get("restart", 0.0) - 1.5
         elif before in _NEGATORS:
             by["restarts"] = by.get("restarts", 0.0) + 2.0
+        if what_if:
+            by["restarts"] = by.get("restarts", 0.0) + 2.0
+            what_if = False
 
 
 def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
