@@ -29,6 +29,10 @@ TIE = 0.85
 # An order's answer when the message is not one.
 _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "unsilence": "status",
             "unlock": "restarts"}
+# An order's object that is every service.
+_ALL = frozenset({"everything", "all", "both", "every", "everyone"})
+# Words of a question about who did something (with a past-tense verb): the bot's own record.
+_WHO_DID = frozenset({"who", "whoever", "anyone", "anybody", "someone", "somebody", "did", "when"})
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
          "unlock": "clear the restart lock of"}
 # The imperative of a question ("show me …", "grab the log"), besides every order's verbs.
@@ -160,7 +164,10 @@ def _chosen_targets(found: Found, w: Words, clause: int | None, clauses: Sequenc
                 if c.index != clause and (not c.best or c.best[0][1] < 1.0):
                     here += found.in_clause(c.index, w.tokens)
         if here:
-            return here
+            # "infra bumped the driver on gpu-b. did qwen restart?": the node of a service asked about.
+            hosts = {s.node for t in here for s in t.services}
+            return here + [t for t in found.targets if t not in here and not t.services
+                           and any(n.name in hosts for n in t.nodes)]
     return list(found.targets)
 
 
@@ -274,28 +281,39 @@ def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: 
     return reading
 
 
+def _order_verb(primary: _Clause | None, w: Words, order_name: str) -> Token | None:
+    """The verb of the order ``order_name`` in the answering clause (else before it), if any."""
+    if primary is None:
+        return None
+    order = command(order_name)
+    # Not a word a phrase of another command took ("restart history", "restart count").
+    other = {i for h in primary.scores.hits if len(h.words) > 1
+             and order_name not in {c for c, _ in h.credits} for i in h.tokens}
+    typos = {i for h in primary.scores.hits if h.typo and order_name in {c for c, _ in h.credits}
+             for i in h.tokens}
+    clause = [t for t in w.tokens if t.clause <= primary.index and t.index not in other]
+    here = [t for t in clause if t.clause == primary.index] + [t for t in clause if t.clause != primary.index]
+    stems = {stem(v) for v in order.verbs}
+    verb = next((t for t in here if t.norm in order.verbs or t.index in typos), None) or next(
+        (t for t in here if t.stem in stems and t.norm not in ("run", "do", "start", "turn", "end")), None)
+    if verb is not None and verb.norm == "kick" and order_name == "restart" and any(
+            u.index == verb.index + 1 and u.norm == "off" for u in w.tokens):
+        return None  # "kick off a benchmark"
+    return verb
+
+
+def _everything(w: Words, verb: Token | None) -> bool:
+    """The order's object is every service ("unsilence everything", "bench both models")."""
+    return verb is not None and any(t.norm in _ALL for t in w.tokens if t.part == verb.part and t.index > verb.index)
+
+
 def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool) -> None:
     """Restart, bench, silence, unsilence, unlock: an order only when it is one (``orders.decide``)."""
     name = reading.command.name
     family = reading.command.family
     order_name = name if reading.command.confirm else next(
         (c.name for c in COMMANDS if c.confirm and c.family == family), name)
-    order = command(order_name)
-    verb: Token | None = None
-    if primary is not None:
-        # Not a word a phrase of another command took ("restart history", "restart count").
-        other = {i for h in primary.scores.hits if len(h.words) > 1
-                 and order_name not in {c for c, _ in h.credits} for i in h.tokens}
-        typos = {i for h in primary.scores.hits if h.typo and order_name in {c for c, _ in h.credits}
-                 for i in h.tokens}
-        clause = [t for t in w.tokens if t.clause <= primary.index and t.index not in other]
-        here = [t for t in clause if t.clause == primary.index] + [t for t in clause if t.clause != primary.index]
-        stems = {stem(v) for v in order.verbs}
-        verb = next((t for t in here if t.norm in order.verbs or t.index in typos), None) or next(
-            (t for t in here if t.stem in stems and t.norm not in ("run", "do", "start", "turn", "end")), None)
-        if verb is not None and verb.norm == "kick" and order_name == "restart" and any(
-                u.index == verb.index + 1 and u.norm == "off" for u in w.tokens):
-            verb = None  # "kick off a benchmark"
+    verb = _order_verb(primary, w, order_name)
     if verb is None:
         if not reading.command.confirm:
             return  # "restart history", "restarted": the answer about it
@@ -306,20 +324,33 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to
         decision: orders.Decision = "ask"
     else:
         decision = orders.decide(w, verb, found.tokens, allow_time=family == "silence", to_other=to_other)
-    if decision == "order" and not reading.explicit_target and not reading.unknown:
+    if decision == "order" and not reading.explicit_target and not reading.unknown and not _everything(w, verb):
         decision = "ask"  # an order aimed at no service: which one?
     if decision == "order":
-        reading.command, reading.intent = order, order_name
+        reading.command, reading.intent = command(order_name), order_name
         return
+    _not_an_order(reading, decision, order_name, verb, w)
+
+
+def _not_an_order(reading: Reading, decision: orders.Decision, order_name: str, verb: Token | None,
+                  w: Words) -> None:
+    """The answer about an order that is not one: its information, a promise not to, or a question back."""
     info = command(_INFO_OF.get(order_name, "restarts"))
+    if (decision == "info" and order_name != "restart" and verb is not None and verb.norm.endswith("ed")
+            and any(t.norm in _WHO_DID for t in w.tokens if t.clause == verb.clause)):
+        info = command("audit")  # "who cleared the lock on qwen", "did anyone unsilence kimi": the bot's record
     reading.command, reading.intent = info, info.name
+    who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else ""
     if decision == "negated":
         reading.args = Args(negated=True)
+        if order_name != "restart":
+            # "don't run a bench on qwen today": understood as the order, answered with a promise.
+            reading.intent = order_name
+            reading.note = f"OK — I won't {_VERB[order_name]} {who or 'anything'}."
     elif decision == "ask":
         reading.asked = True
         if reading.explicit_target:
             text = command_text(order_name, reading.services, reading.nodes)
-            who = " ".join(dict.fromkeys(s.name for s in reading.services))
             reading.note = f"Did you want me to {_VERB[order_name]} {who}? Say `{text}`."
             reading.offers = [text]
         else:

@@ -123,13 +123,20 @@ def score(tokens: Sequence[Token], taken: Iterable[int] = (), known: frozenset[s
         for i, t in enumerate(tokens):
             if t.index in used or not _same(t, p.words[0], p.stems[0]):
                 continue
-            # The rest of the phrase in order, with at most one word between two of its words.
+            # The rest of the phrase in order, with at most one word between two of its words, and at most one
+            # of them misspelt ("gpu staus").
             got = [t.index]
             j = i + 1
+            typo = False
             for w, s in zip(p.words[1:], p.stems[1:], strict=True):
                 if j < len(tokens) and tokens[j].index not in used and _same(tokens[j], w, s):
                     got.append(tokens[j].index)
                     j += 1
+                elif (not typo and j < len(tokens) and tokens[j].index not in used and tokens[j].norm not in known
+                      and tokens[j].norm not in vocabulary() and _typo(tokens[j], w)):
+                    got.append(tokens[j].index)
+                    j += 1
+                    typo = True
                 elif (j + 1 < len(tokens) and tokens[j + 1].index not in used and _same(tokens[j + 1], w, s)
                       and n > 1):
                     got.append(tokens[j + 1].index)

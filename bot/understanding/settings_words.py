@@ -110,7 +110,7 @@ def _table() -> _Table:
             hit: Hit = ("flag", name) if kind == "flags" else ("env", name)
             for p in phrases:
                 if " + " in p:
-                    near.append((tuple(_key(_split(piece)) for piece in p.split(" + ")), hit))
+                    near.append((tuple(tuple(stem(w) for w in _split(piece)) for piece in p.split(" + ")), hit))
                 else:
                     exact[_key(_split(p))] = hit
                     written[tuple(_split(p))] = hit

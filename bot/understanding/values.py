@@ -64,7 +64,7 @@ def normal(name: str, raw: str) -> str:
 def _is_time(tokens: tuple[Token, ...], i: int) -> bool:
     nxt = tokens[i + 1].norm if i + 1 < len(tokens) else ""
     prev = tokens[i - 1].norm if i > 0 else ""
-    return nxt in _TIME_UNITS or prev in ("in", "last", "past", "at", "since")
+    return nxt in _TIME_UNITS or prev in ("in", "last", "past", "since")
 
 
 def of(words: Words, name: str, named: Iterable[int], skip: Iterable[int] = ()) -> str | None:

@@ -22,6 +22,11 @@ _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "woul
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
                           "every", "another", "one", "any"})
 _NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
+# Who or what an answer is for ("for the audit folks", "for the demo deck"): context.
+_AUDIENCE = frozenset("folks team people guys deck doc docs report meeting slides ticket review standup postmortem "
+                      "retro writeup channel manager boss customer customers record records notes".split())
+# Words that make a comparison of two things without naming them ("line up the env of both services").
+_PAIR = frozenset({"both", "two", "each", "between"})
 # Words of a what-if about a restart ("would restarting qwen help", "is a restart going to unstick it").
 _WHAT_IF = frozenset({"if", "would", "will", "could", "going", "suppose", "supposing", "hypothetically", "downside",
                       "fix", "unstick", "help", "risk", "risky", "happens", "happen", "cost", "impact", "break"})
@@ -75,14 +80,25 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     if by.get("compare"):
         # One flag across two services is that flag's answer (it lists each value), not a comparison.
         pair = (n_targets >= 2 and not one_flag) or any(
-            len(h.words) > 1 and h.words[0] in ("side", "two", "both", "each") for h in scores.words_of("compare"))
+            len(h.words) > 1 and h.words[0] in _PAIR for h in scores.words_of("compare")) or (
+            any(t.norm in _PAIR for t in clause) and not one_flag)
         by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
     _context_weighs_half(scores, clause)
+    _purpose_weighs_half(scores, clause)
     # Settings words as what changed or what is compared ("did anyone change the nccl env").
     if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
         by["settings"] *= 0.5
     _restart_words(scores, clause, names)
+    _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
+    lead = next((t.index for t in clause if t.norm not in orders.LEAD), None)
+    if any(c == "help" and wt >= 3.0 and (h.words != ("help",) or h.start == lead)
+           for h in scores.hits for c, wt in h.credits):
+        # A question about the bot's commands ("help restart", "what does `unlock` do", "syntax for silence"),
+        # not the verb ("would a restart help"): the commands it names are its topic.
+        for c in by:
+            if c != "help":
+                by[c] *= 0.5
     if by.get("audit", 0.0) >= 3.0:
         # The bot's own record ("what have you restarted", "refused restarts"): restarts are its topic.
         for c in ("restart", "restarts"):
@@ -130,6 +146,21 @@ def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
                 by[c] = by.get(c, 0.0) - wt / 2
 
 
+def _purpose_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """"for the audit folks", "for the postmortem doc": who the answer is for is context, not the question."""
+    by = scores.by_command
+    for i, t in enumerate(clause):
+        if t.norm != "for":
+            continue
+        span = [u for u in clause[i + 1:] if u.part == t.part]
+        if any(u.norm in _AUDIENCE for u in span):
+            idx = {u.index for u in span}
+            for h in scores.hits:
+                if h.start in idx:
+                    for c, wt in h.credits:
+                        by[c] = by.get(c, 0.0) - wt / 2
+
+
 def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
     """"after the restart", "the last kimi restart": a restart as a noun is not one; "don't restart" and a what-if
     ("would a restart help", "what if I restart qwen", "is a restart going to fix it") are about restarts."""
@@ -148,6 +179,30 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
         if what_if:
             by["restarts"] = by.get("restarts", 0.0) + 2.0
             what_if = False
+        word = clause[pos]
+        if word.norm.endswith("ed") and not any(
+                t.norm in orders.QUESTION_OPENERS for t in clause[:pos] if t.part == word.part):
+            # "<@bob> restarted kimi, can you confirm it's healthy": a report of what someone did; the
+            # question after it decides.
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _shared_verb_object(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A verb several orders share ("kick") is the order its object names: "kick the bench" is the benchmark,
+    "kick kimi" a restart."""
+    by = scores.by_command
+    part_of = {t.index: t.part for t in clause}
+    for h in scores.hits:
+        owners = {c.name for c in COMMANDS if c.confirm and h.words[0] in c.verbs} if len(h.words) == 1 else set()
+        if len(owners) < 2:
+            continue
+        credited = {c for c, _ in h.credits}
+        objects = {c for o in scores.hits if o.start > h.start and part_of.get(o.start) == part_of.get(h.start)
+                   for c, wt in o.credits if wt >= 3.0 and c in owners - credited}
+        if objects:
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt
 
 
 def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
