@@ -54,6 +54,7 @@ LEAD = frozenset(
     "also force quickly quick again bot inferbot /inferbot team folks guys yo oi sup hello".split()
 )
 POLITE = frozenset({"can", "could", "would", "will"})
+LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire"})
 YOU = frozenset({"you", "u", "ya"})
 
 
@@ -100,12 +101,19 @@ def _clock_time(tokens: Sequence[Token]) -> bool:
 
 
 def _imperative(clause: Sequence[Token], verb: Token, is_name: set[int]) -> tuple[bool, bool]:
-    """(the verb opens the clause as an imperative, it does so after "can/could/would you")."""
+    """(the verb opens the clause as an imperative, it does so after "can/could/would you"). A light verb with
+    the order as its noun is the imperative too ("do a restart of kimi", "trigger a restart on qwen")."""
     polite = False
+    light = False
     for t in clause:
         if t.index == verb.index:
             return True, polite
         if t.norm in LEAD or t.index in is_name:
+            continue
+        if t.norm in LIGHT_VERBS and not light:
+            light = True
+            continue
+        if light and t.norm in ("a", "an", "the"):
             continue
         if t.norm in POLITE:
             polite = True

@@ -85,7 +85,7 @@ def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset
             continue
         carried = []
         s = scoring.score(toks, taken, known)
-        weighing.adjust(s, toks, setting, distinct, found.tokens)
+        weighing.adjust(s, toks, setting, distinct, found.tokens, c.question)
         live = [t for t in toks if not t.marked]
         lead = next((t for t in live if t.norm not in orders.LEAD), None)
         asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs

@@ -67,7 +67,8 @@ def _phrases(commands: tuple[Command, ...] = COMMANDS) -> tuple[_Phrase, ...]:
     for c in commands:
         for level in ("strong", "medium", "weak"):
             for term in getattr(c.words, level):
-                words = tuple(p for w in term.lower().split() for p in compound_parts(w))
+                # Words as the tokeniser reads them: compounds apart, "what's" as "what".
+                words = tuple(p.removesuffix("'s") for w in term.lower().split() for p in compound_parts(w))
                 # "=doing": this spelling only (its stem "do" is every "do").
                 stems = tuple(w if w.startswith("=") else stem(w) for w in words)
                 words = tuple(w.lstrip("=") for w in words)

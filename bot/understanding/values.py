@@ -76,8 +76,8 @@ def of(words: Words, name: str, named: Iterable[int], skip: Iterable[int] = ()) 
             return normal(name, v)
     toks = words.tokens
     known = _table().get(name, {})
-    for t in toks:
-        if t.index not in named and t.index not in skip and t.norm in known and (len(t.norm) > 2 or t.raw.isupper()):
+    for t in toks:  # a value word may be one of the setting's own ("kv cache + fp8", "using ray")
+        if t.index not in skip and t.norm in known and (len(t.norm) > 2 or t.raw.isupper()):
             return known[t.norm]
     still = _after_still(toks, named)
     if still is not None:

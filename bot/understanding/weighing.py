@@ -27,6 +27,10 @@ _AUDIENCE = frozenset("folks team people guys deck doc docs report meeting slide
                       "retro writeup channel manager boss customer customers record records notes".split())
 # Words that make a comparison of two things without naming them ("line up the env of both services").
 _PAIR = frozenset({"both", "two", "each", "between"})
+# What a service is (after "is": "is kimi up"): a state.
+STATES = frozenset("up down ready healthy unhealthy ok okay fine alive dead back stuck hung wedged loaded degraded "
+                   "broken responsive unresponsive reachable unreachable available online offline green red "
+                   "operational serving".split())
 # Words of a what-if about a restart ("would restarting qwen help", "is a restart going to unstick it").
 _WHAT_IF = frozenset({"if", "would", "will", "could", "going", "suppose", "supposing", "hypothetically", "downside",
                       "fix", "unstick", "help", "risk", "risky", "happens", "happen", "cost", "impact", "break"})
@@ -65,17 +69,13 @@ def order_verbs() -> dict[str, str]:
 
 
 def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int,
-            names: set[int]) -> None:
+           names: set[int], question: bool = False) -> None:
     """What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context
-    after "since", a restart word used as a noun, an order's verb opening a part, small talk beside a
-    question. Each step is one function below, applied in this order."""
+    after "since", a restart word used as a noun or in a report, an order's verb opening a part, a question
+    about the bot itself, small talk beside a question. Each step is one function below, applied in this
+    order. ``question``: the clause ends with a question mark."""
     by = scores.by_command
-    one_flag = setting is not None and bool(setting.tokens & {t.index for t in clause})
-    if one_flag and setting is not None:
-        first = min(setting.tokens)
-        # "how's throughput since we bumped the mem util": the flag is what changed, not what is asked.
-        subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
-        by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
+    one_flag = _flag_named(scores, clause, setting)
     _charts(scores, clause)
     if by.get("compare"):
         # One flag across two services is that flag's answer (it lists each value), not a comparison.
@@ -88,24 +88,57 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     # Settings words as what changed or what is compared ("did anyone change the nccl env").
     if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
         by["settings"] *= 0.5
-    _restart_words(scores, clause, names)
+    _restart_words(scores, clause, names, question)
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
+    _state_question(scores, clause, names)
+    _about_the_bot(scores, clause)
+    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+        by["smalltalk"] = by["smalltalk"] * 0.3
+
+
+def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None) -> bool:
+    """A flag or variable named in the clause is the question ("is NCCL_P2P_DISABLE set in the env"); where it
+    is set ("in the env", "the unit's flags") only says where to look. Unless it is what changed ("how's
+    throughput since we bumped the mem util")."""
+    if setting is None or not setting.tokens & {t.index for t in clause}:
+        return False
+    by = scores.by_command
+    first = min(setting.tokens)
+    subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+    by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
+    if not subordinate and by.get("settings"):
+        by["settings"] *= 0.5
+    return True
+
+
+def _state_question(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
+    """"is it up", "are both models healthy", "is the 32b fine": a state word after "is"/"are" and what it is
+    said of asks for the status."""
+    for i, t in enumerate(clause):
+        if t.norm not in STATES:
+            continue
+        before = [u for u in clause[max(0, i - 4):i] if u.part == t.part]
+        if any(u.norm in ("is", "are", "was", "were", "isn't", "aren't") for u in before):
+            scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
+            return
+
+
+def _about_the_bot(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A question about the bot itself: help about its commands ("help restart", "what does `unlock` do",
+    "syntax for silence" — not the verb in "would a restart help") makes the commands it names its topic;
+    the bot's own record ("what have you restarted", "who used the bot to silence kimi") beats the orders."""
+    by = scores.by_command
     lead = next((t.index for t in clause if t.norm not in orders.LEAD), None)
     if any(c == "help" and wt >= 3.0 and (h.words != ("help",) or h.start == lead)
            for h in scores.hits for c, wt in h.credits):
-        # A question about the bot's commands ("help restart", "what does `unlock` do", "syntax for silence"),
-        # not the verb ("would a restart help"): the commands it names are its topic.
         for c in by:
             if c != "help":
                 by[c] *= 0.5
     if by.get("audit", 0.0) >= 3.0:
-        # The bot's own record ("what have you restarted", "refused restarts"): restarts are its topic.
-        for c in ("restart", "restarts"):
+        for c in ("restart", "restarts", "bench", "silence", "unsilence", "unlock"):
             if c in by:
                 by[c] *= 0.5
-    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
-        by["smalltalk"] = by["smalltalk"] * 0.3
 
 
 def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
@@ -161,7 +194,7 @@ def _purpose_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
                         by[c] = by.get(c, 0.0) - wt / 2
 
 
-def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
+def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int], question: bool) -> None:
     """"after the restart", "the last kimi restart": a restart as a noun is not one; "don't restart" and a what-if
     ("would a restart help", "what if I restart qwen", "is a restart going to fix it") are about restarts."""
     by = scores.by_command
@@ -180,7 +213,8 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
             by["restarts"] = by.get("restarts", 0.0) + 2.0
             what_if = False
         word = clause[pos]
-        if word.norm.endswith("ed") and not any(
+        asked = question and word.part == clause[-1].part  # the part the question mark ends
+        if word.norm.endswith("ed") and not asked and not any(
                 t.norm in orders.QUESTION_OPENERS for t in clause[:pos] if t.part == word.part):
             # "<@bob> restarted kimi, can you confirm it's healthy": a report of what someone did; the
             # question after it decides.
