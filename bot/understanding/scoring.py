@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bot.understanding.text import Token, compound_parts, stem
+from bot.understanding.wordlists import common_english
 from handlers.commands import COMMANDS, Command
 
 WEIGHTS = {"strong": 3.0, "medium": 1.5, "weak": 0.5}
@@ -134,7 +135,8 @@ def score(tokens: Sequence[Token], taken: Iterable[int] = (), known: frozenset[s
                     got.append(tokens[j].index)
                     j += 1
                 elif (not typo and j < len(tokens) and tokens[j].index not in used and tokens[j].norm not in known
-                      and tokens[j].norm not in vocabulary() and _typo(tokens[j], w)):
+                      and tokens[j].norm not in vocabulary() and _typo(tokens[j], w)
+                      and tokens[j].norm not in common_english()):
                     got.append(tokens[j].index)
                     j += 1
                     typo = True
@@ -153,7 +155,8 @@ def score(tokens: Sequence[Token], taken: Iterable[int] = (), known: frozenset[s
         if t.index in used or t.norm in known or t.norm in vocabulary() or t.cjk:
             continue
         for p in singles:
-            if any(_typo(t, w) for w in p.spellings):
+            # A word of its own is no misspelling ("mate" is not "mute"); the list loads only for a near miss.
+            if any(_typo(t, w) for w in p.spellings) and t.norm not in common_english():
                 used.add(t.index)
                 out.hits.append(Hit(t.index, (t.index,), p.words, p.credits, typo=True))
                 break

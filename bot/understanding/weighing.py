@@ -28,8 +28,8 @@ _AUDIENCE = frozenset("folks team people guys deck doc docs report meeting slide
 # Words that make a comparison of two things without naming them ("line up the env of both services").
 _PAIR = frozenset({"both", "two", "each", "between"})
 # What a service is (after "is": "is kimi up"): a state.
-STATES = frozenset("up down ready healthy unhealthy ok okay fine alive dead back stuck hung wedged loaded degraded "
-                   "broken responsive unresponsive reachable unreachable available online offline green red "
+STATES = frozenset("up down ready healthy unhealthy ok okay alright fine alive dead back stuck hung wedged loaded "
+                   "degraded broken responsive unresponsive reachable unreachable available online offline green red "
                    "operational serving".split())
 # Words of a what-if about a restart ("would restarting qwen help", "is a restart going to unstick it").
 _WHAT_IF = frozenset({"if", "would", "will", "could", "going", "suppose", "supposing", "hypothetically", "downside",
@@ -91,7 +91,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     _restart_words(scores, clause, names, question)
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
-    _state_question(scores, clause, names)
+    _state_question(scores, clause, question)
     _about_the_bot(scores, clause)
     if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
         by["smalltalk"] = by["smalltalk"] * 0.3
@@ -112,14 +112,15 @@ def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Settin
     return True
 
 
-def _state_question(scores: scoring.Scores, clause: Sequence[Token], names: set[int]) -> None:
-    """"is it up", "are both models healthy", "is the 32b fine": a state word after "is"/"are" and what it is
-    said of asks for the status."""
+def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: bool) -> None:
+    """"is it up", "are both models healthy", "is the 32b fine", "services ok?": a state word after "is"/"are",
+    or ending a question, asks for the status."""
     for i, t in enumerate(clause):
         if t.norm not in STATES:
             continue
         before = [u for u in clause[max(0, i - 4):i] if u.part == t.part]
-        if any(u.norm in ("is", "are", "was", "were", "isn't", "aren't") for u in before):
+        if any(u.norm in ("is", "are", "was", "were", "isn't", "aren't") for u in before) or (
+                question and i >= len(clause) - 2):
             scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
             return
 
