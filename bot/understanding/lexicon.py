@@ -8,12 +8,11 @@ Japanese runs of characters are searched for the lexicon's strings, longest firs
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from importlib import resources
 
 from bot.understanding.text import Token, Words, stem
+from bot.understanding.wordlists import lexicon_data
 
 _STEMMED = ("de", "es", "fr")
 _SCRIPTS = ("zh", "ja")
@@ -23,7 +22,7 @@ _ELISION = ("l'", "d'", "qu'", "j'", "n'", "c'", "s'", "m'", "t'")
 
 @functools.cache
 def _raw() -> dict[str, dict[str, str]]:
-    return tomllib.loads(resources.files("bot.understanding").joinpath("data/lexicon.toml").read_text("utf-8"))
+    return lexicon_data()
 
 
 def _data() -> dict[str, dict[str, str]]:

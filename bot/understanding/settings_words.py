@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from typing import Literal
 
 from bot.understanding import values
 from bot.understanding.text import Token, Words, stem
+from bot.understanding.wordlists import flags_data
 from services.parse.vllm_args import FLAG_GROUPS, KNOWN_SWITCHES, MULTI_VALUE_FLAGS, SHORT_ALIASES
 
 Kind = Literal["flag", "env"]
@@ -54,14 +53,8 @@ def flag_names() -> frozenset[str]:
     return frozenset(names | KNOWN_SWITCHES | MULTI_VALUE_FLAGS | set(SHORT_ALIASES.values()))
 
 
-@functools.cache
-def _data() -> dict[str, dict[str, list[str]]]:
-    text = resources.files("bot.understanding").joinpath("data/flags.toml").read_text("utf-8")
-    return tomllib.loads(text)
-
-
 def _split(text: str) -> list[str]:
-    return [w for w in re.split(r"[\s_-]+", text.lower()) if w]
+    return text.lower().replace("_", " ").replace("-", " ").split()
 
 
 def _key(words: Sequence[str]) -> tuple[str, ...]:
@@ -89,7 +82,7 @@ def _derived() -> dict[tuple[str, ...], Hit]:
             out[_key(words)] = ("flag", name)
         if words[0] in ("enable", "disable") and (len(words) > 2 or len(words[1]) >= 4):
             out[_key(words[1:])] = ("flag", name)
-    for name in _data()["env"]:
+    for name in flags_data()["env"]:
         words = name.lower().split("_")
         out[_key(words)] = ("env", name)
         short = words[1:] if words[0] in _ENV_LEAD | {"nccl", "cuda", "hf"} else words
@@ -101,7 +94,7 @@ def _derived() -> dict[tuple[str, ...], Hit]:
 
 @functools.cache
 def _table() -> _Table:
-    data = _data()
+    data = flags_data()
     exact = _derived()
     written: dict[tuple[str, ...], Hit] = {}
     near: list[tuple[tuple[tuple[str, ...], ...], Hit]] = []
@@ -121,7 +114,7 @@ def _table() -> _Table:
 @functools.cache
 def known_env() -> frozenset[str]:
     """The environment variables ``data/flags.toml`` knows by everyday words."""
-    return frozenset(_data()["env"])
+    return frozenset(flags_data()["env"])
 
 
 def _canonical_flag(word: str) -> str | None:
@@ -251,24 +244,34 @@ def _by_phrase(words: Words) -> Setting | None:
     return Setting(kind, name, idx)
 
 
-def _misspelt(parts: Sequence[_Part]) -> tuple[int, int, int, Hit, frozenset[int]] | None:
-    """A phrase of several words with one of its longer words misspelt ("tensor paralel size")."""
-    from rapidfuzz.distance import OSA  # only a message that names no setting exactly pays for the import
-
+@functools.cache
+def _written_by_length() -> list[tuple[int, list[tuple[tuple[str, ...], Hit]]]]:
     by_length: dict[int, list[tuple[tuple[str, ...], Hit]]] = {}
     for k, v in _table().written.items():
         if len(k) > 1:
             by_length.setdefault(len(k), []).append((k, v))
+    return sorted(by_length.items(), reverse=True)
+
+
+def _near_miss(a: str, b: str) -> bool:
+    """``a`` is ``b`` with one edit, ``b`` a word of five letters or more."""
+    if len(b) < 5 or a[:1] != b[:1] or abs(len(a) - len(b)) > 1:
+        return False
+    from rapidfuzz.distance import OSA  # only a word this close pays for the import
+
+    return OSA.distance(a, b, score_cutoff=1) <= 1
+
+
+def _misspelt(parts: Sequence[_Part]) -> tuple[int, int, int, Hit, frozenset[int]] | None:
+    """A phrase of several words with one of its longer words misspelt ("tensor paralel size")."""
     for i in range(len(parts)):
-        for n, phrases in sorted(by_length.items(), reverse=True):
+        for n, phrases in _written_by_length():
             key = tuple(p[0] for p in parts[i:i + n])
             if len(key) < n:
                 continue
             for written, hit in phrases:
-                typos = [a != b for a, b in zip(key, written, strict=True)]
-                if sum(typos) == 1 and all(
-                        not t or (len(b) >= 5 and a[:1] == b[:1] and OSA.distance(a, b, score_cutoff=1) <= 1)
-                        for t, a, b in zip(typos, key, written, strict=True)):
+                wrong = [(a, b) for a, b in zip(key, written, strict=True) if a != b]
+                if len(wrong) == 1 and _near_miss(*wrong[0]):
                     return (-n, 2, i, hit, frozenset(p[2] for p in parts[i:i + n]))
     return None
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from collections.abc import Iterable
-from importlib import resources
 
 from bot.understanding.text import Token, Words
+from bot.understanding.wordlists import flags_data
 
 _NUMBER = re.compile(r"^(\d+(?:\.\d+)?)(k|%|kib|kb|mib|mb|gib|gb)?$")
 _BYTES = {"kib": 1 << 10, "kb": 1 << 10, "mib": 1 << 20, "mb": 1 << 20, "gib": 1 << 30, "gb": 1 << 30}
@@ -30,9 +29,8 @@ _CONTEXT_AFTER = frozenset({"context", "ctx", "tokens", "token", "window", "prom
 @functools.cache
 def _table() -> dict[str, dict[str, str]]:
     """Per setting: each value as typed (lower case) → as written; values marked "!" under "!"."""
-    text = resources.files("bot.understanding").joinpath("data/flags.toml").read_text("utf-8")
     out: dict[str, dict[str, str]] = {}
-    for name, vals in tomllib.loads(text)["values"].items():
+    for name, vals in flags_data()["values"].items():
         table = out.setdefault(name, {})
         for v in vals:
             naming = v.startswith("!")
