@@ -54,6 +54,7 @@ LEAD = frozenset(
     "also force quickly quick again bot inferbot /inferbot team folks guys yo oi sup hello".split()
 )
 POLITE = frozenset({"can", "could", "would", "will"})
+_TELL = frozenset({"tell", "ping", "notify", "let", "report", "dm", "update", "message", "post"})
 LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire"})
 YOU = frozenset({"you", "u", "ya"})
 
@@ -155,6 +156,9 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
             scope += nxt
     qualifiers = {"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"} if allow_time \
         else QUALIFIERS
+    # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
+    told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
+    scope = [t for t in scope if told is None or t.index < told]
     later = [t for t in scope if t.index > verb.index]
     if any(t.norm in qualifiers for t in scope) or (not allow_time and (
             _clock_time(later) or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))):

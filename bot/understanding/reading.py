@@ -92,7 +92,10 @@ def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset
                                                       or lead.norm in _ASKING_VERBS)) or any(
             t.norm in ("pls", "please", "plz") for t in live) or bool(
             live and live[0].norm in ("also", "btw", "plus", "and", "separately"))  # "… also gpus"
-        out.append(_Clause(c.index, s, s.best(), asking))
+        # The first of two questions joined in a sentence ("kimi status and what's the throughput") asks too.
+        joined = c.index + 1 < len(words_.clauses) and bool(words_.clause_tokens(c.index + 1)) and (
+            words_.clause_tokens(c.index + 1)[0].norm in ("and", "but", "then", "&"))
+        out.append(_Clause(c.index, s, s.best(), asking or joined))
     return out
 
 
@@ -209,9 +212,9 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         _order(reading, primary, w, found, message.to_other)
         if not reading.matched:
             return _unplaced(reading, w, best)
-    elif (second is not None and second[1] >= TIE * top and top < 6.0 and primary is not None
-          and _named(primary, name) and _named(primary, second[0])):
-        _two_readings(reading, primary, w, (name, top), second)
+    elif (second is not None and primary is not None and _named(primary, name) and _named(primary, second[0])
+          and ((second[1] >= TIE * top and top < 6.0) or _and_between(w, primary, name, second[0]))):
+        _two_readings(reading, primary, w, (name, top), second, found, config)
     _second_question(reading, clauses, primary, found, w, config, setting)
     skip = found.tokens | (setting.tokens if setting else set())
     reading.args = arguments.parse(reading.command, w, message, setting, reading.args.negated, skip)
@@ -222,21 +225,38 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     return reading
 
 
+def _and_between(w: Words, clause: _Clause, a: str, b: str) -> bool:
+    """Two commands named either side of an "and" ("qwen logs and gpu temps"): two questions, the first
+    answered."""
+    first, last = sorted((clause.scores.first_at(a), clause.scores.first_at(b)))
+    return any(t.norm == "and" for t in w.clause_tokens(clause.index) if first < t.index < last)
+
+
 def _named(clause: _Clause, name: str) -> bool:
     """A reading the message names outright (a strong word of it), not one it only leans towards."""
     return any(c == name and w >= 3.0 for h in clause.scores.hits for c, w in h.credits)
 
 
 def _two_readings(reading: Reading, primary: _Clause, w: Words, best: tuple[str, float],
-                  second: tuple[str, float]) -> None:
-    """Two readings nearly as good: "kimi status and gpus" answers the first named and offers the second;
-    otherwise the answer asks which one ("kimi logs or status")."""
+                  second: tuple[str, float], found: Found, config: BotConfig) -> None:
+    """Two readings nearly as good: "kimi status and gpus" answers the first named and offers the second (each
+    with the names on its side of the "and": "qwen logs and gpu temps on gpu-b"); otherwise the answer asks
+    which one ("kimi logs or status")."""
     name, top = best
     targets = (reading.services, reading.nodes)
     if _joined(w, primary.index) and primary.scores.words_of(second[0]):
         if primary.scores.first_at(second[0]) < primary.scores.first_at(name):
             name, second = second[0], (name, top)
             reading.command, reading.intent = command(name), name
+        join = next((t.index for t in w.clause_tokens(primary.index) if t.norm == "and"
+                     and primary.scores.first_at(name) < t.index < primary.scores.first_at(second[0])), None)
+        mine = [t for t, i in zip(found.targets, found.where, strict=True) if join is not None and i < join]
+        theirs = [t for t, i in zip(found.targets, found.where, strict=True) if join is not None and i > join]
+        if mine and theirs and "compare" not in (name, second[0]):
+            reading.services, reading.nodes, _ = _targets(config, mine)
+            reading.named_services = list(dict.fromkeys(s.name for t in mine for s in t.services))
+            reading.named_nodes = list(dict.fromkeys(n.name for t in mine for n in t.nodes))
+            targets = ([s for t in theirs for s in t.services], [n for t in theirs for n in t.nodes])
         reading.offers.append(command_text(second[0], *targets, explicit=reading.explicit_target))
     else:
         reading.asked = True

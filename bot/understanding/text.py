@@ -178,9 +178,9 @@ def _joined_questions(tokens: list[Token], clauses: list[Clause]) -> tuple[Claus
         for i in range(c.start + 2, c.end - 1):
             if tokens[i].norm in _JOINS and tokens[i + 1].norm in _ASKS and not any(
                     t.norm in ("between", "both") for t in tokens[start:i]):  # "drift between X and what's Y"
-                out.append(replace(c, index=len(out), start=start, end=i, question=True))
+                out.append(replace(c, index=len(out), start=start, end=i))
                 start = i
-        out.append(replace(c, index=len(out), start=start, question=c.question or start > c.start))
+        out.append(replace(c, index=len(out), start=start))
     if len(out) == len(clauses):
         return tuple(clauses)
     for c in out:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 
 from bot.understanding import orders, scoring
@@ -31,6 +32,10 @@ _PAIR = frozenset({"both", "two", "each", "between"})
 STATES = frozenset("up down ready healthy unhealthy ok okay alright fine alive dead back stuck hung wedged loaded "
                    "degraded broken responsive unresponsive reachable unreachable available online offline green red "
                    "operational serving".split())
+# A picture already there: "this graph", "that chart", "grafana's panel".
+_SHOWN = frozenset({"this", "that", "these", "those", "grafana", "dashboard", "your", "his", "her", "their"})
+# After "how" (or "how's"), what asks how something is rather than how to do something.
+_HOW_OF = frozenset({"is", "are", "was", "were", "things", "everything", "we", "it", "the", "both", "all"})
 # Words of a what-if about a restart ("would restarting qwen help", "is a restart going to unstick it").
 _WHAT_IF = frozenset({"if", "would", "will", "could", "going", "suppose", "supposing", "hypothetically", "downside",
                       "fix", "unstick", "help", "risk", "risky", "happens", "happen", "cost", "impact", "break"})
@@ -91,7 +96,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     _restart_words(scores, clause, names, question)
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
-    _state_question(scores, clause, question)
+    _state_question(scores, clause, question, names)
     _about_the_bot(scores, clause)
     if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
         by["smalltalk"] = by["smalltalk"] * 0.3
@@ -112,9 +117,14 @@ def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Settin
     return True
 
 
-def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: bool) -> None:
+def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: bool, names: set[int]) -> None:
     """"is it up", "are both models healthy", "is the 32b fine", "services ok?": a state word after "is"/"are",
     or ending a question, asks for the status."""
+    if clause and clause[0].norm == "how" and (len(clause) <= 3 or clause[1].norm in _HOW_OF
+                                                or clause[1].index in names):
+        # "how's qwen", "how is gpu-b", "how are things": how something is.
+        scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
+        return
     for i, t in enumerate(clause):
         if t.norm not in STATES:
             continue
@@ -134,7 +144,7 @@ def _about_the_bot(scores: scoring.Scores, clause: Sequence[Token]) -> None:
     if any(c == "help" and wt >= 3.0 and (h.words != ("help",) or h.start == lead)
            for h in scores.hits for c, wt in h.credits):
         for c in by:
-            if c != "help":
+            if c not in ("help", "flag"):  # a flag named is still answered with its value
                 by[c] *= 0.5
     if by.get("audit", 0.0) >= 3.0:
         for c in ("restart", "restarts", "bench", "silence", "unsilence", "unlock"):
@@ -143,11 +153,12 @@ def _about_the_bot(scores: scoring.Scores, clause: Sequence[Token]) -> None:
 
 
 def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
-    """A chart only when one is asked for ("chart", "graph", "plot", "trended", "over time"); a misspelt
-    "chart" only next to what a chart shows ("chrat throughput kimi")."""
+    """A chart only when one is asked for ("chart", "graph", "plot", "trended", "over time"), not one already
+    there ("this graph shows …"); a misspelt "chart" only next to what a chart shows ("chrat throughput kimi")."""
     by = scores.by_command
     in_phrases = {i for h in scores.hits for i in h.tokens}
-    free = [t for t in clause if t.index not in in_phrases]
+    shown = {b.index for a, b in itertools.pairwise(clause) if a.norm in _SHOWN}
+    free = [t for t in clause if t.index not in in_phrases and t.index not in shown]
     norms = [t.norm for t in free]
     subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
     cue = any(chart_cue(t, typos=subject) for t in free) or any(
