@@ -92,18 +92,20 @@ def _inline(text: str, quoted: bool, out: list[Segment]) -> None:
         out.append(Segment(text[pos:], quoted=quoted))
 
 
-_LEADING_USER = re.compile(r"^\s*<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_LEADING_USERS = re.compile(r"^(?:\s*<@[UW][A-Z0-9]+(?:\|[^>]*)?>)+")
+_USER = re.compile(r"<@([UW][A-Z0-9]+)")
 
 
 def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = None) -> Message:
     """Read ``text`` as it arrives from ``surface``: Slack's ``event.text`` or what was typed after ``ask``.
 
-    ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention is addressed
-    to them (without the id, any leading mention but the first of several counts as the bot's).
+    ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention (alone or beside
+    the bot's: "<@bot> <@anika> can you bounce qwen") is addressed to them; without the id, no one's.
     """
     text = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n").replace("\u2019", "'").replace("\u2018", "'")
-    lead = _LEADING_USER.match(text)
-    to_other = bool(lead) and bot_user_id is not None and lead is not None and lead.group(1) != bot_user_id
+    lead = _LEADING_USERS.match(text)
+    to_other = lead is not None and bot_user_id is not None and any(
+        u != bot_user_id for u in _USER.findall(lead.group(0)))
     emoji: list[str] = []
     text = _LINK.sub(lambda m: f" {m.group(2)} " if m.group(2) else " ", text)
     text = _ENTITY.sub(" ", text)

@@ -7,6 +7,7 @@ not to ("don't restart kimi"), or, in doubt, a question back ("Did you want me t
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -20,6 +21,7 @@ NEGATIONS = frozenset(
 )
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
+               ("said", "no", "one"), ("said", "nobody"), ("said", "no"),
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
                ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
 HESITATIONS = frozenset(
@@ -40,6 +42,9 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
                      ("this", "evening"), ("later", "today"), ("when", "possible"), ("in", "the", "morning"),
                      ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
+_CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
+_LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+_CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
 # "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
 _AT = frozenset({"at", "by", "around", "about"})
 _TIME_NOUNS = frozenset({"top", "end", "start", "beginning", "half", "bottom"})
@@ -55,7 +60,10 @@ LEAD = frozenset(
 )
 POLITE = frozenset({"can", "could", "would", "will"})
 _TELL = frozenset({"tell", "ping", "notify", "let", "report", "dm", "update", "message", "post"})
-LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire"})
+LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire", "kick"})
+# A word right after the verb that makes it a noun ("restart of kimi scheduled …", "restart is pending").
+_NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
+                         "planned", "pending", "done", "finished"})
 YOU = frozenset({"you", "u", "ya"})
 
 
@@ -101,28 +109,28 @@ def _clock_time(tokens: Sequence[Token]) -> bool:
     return False
 
 
-def _imperative(clause: Sequence[Token], verb: Token, is_name: set[int]) -> tuple[bool, bool]:
-    """(the verb opens the clause as an imperative, it does so after "can/could/would you"). A light verb with
-    the order as its noun is the imperative too ("do a restart of kimi", "trigger a restart on qwen")."""
+def _imperative(clause: Sequence[Token], verb: Token, is_name: set[int]) -> tuple[bool, bool, bool]:
+    """(the verb opens the clause as an imperative, it does so after "can/could/would you", after a light verb
+    whose noun it is: "do a restart of kimi", "trigger a restart on qwen")."""
     polite = False
     light = False
     for t in clause:
         if t.index == verb.index:
-            return True, polite
+            return True, polite, light
         if t.norm in LEAD or t.index in is_name:
             continue
         if t.norm in LIGHT_VERBS and not light:
             light = True
             continue
-        if light and t.norm in ("a", "an", "the"):
+        if light and t.norm in ("a", "an", "the", "off"):  # "kick off a restart"
             continue
         if t.norm in POLITE:
             polite = True
             continue
         if polite and t.norm in YOU:
             continue
-        return False, False
-    return False, False
+        return False, False, False
+    return False, False, False
 
 
 def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = False, to_other: bool = False
@@ -142,28 +150,39 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
         return "info"  # "kimi restarted?", "restarts of kimi": not the imperative
     clause_info: Clause = words.clauses[verb.clause]
     part = _part(words, verb)
-    imperative, polite = _imperative(part, verb, is_name)
+    imperative, polite, light = _imperative(part, verb, is_name)
+    after = next((t for t in part if t.index > verb.index), None)
+    if imperative and not light and after is not None and after.norm in _NOUN_AFTER:
+        return "ask"  # "restart of kimi scheduled for 5pm": the restart as a noun
     if not imperative:
         opener = next((t for t in part if t.norm not in LEAD and t.index not in is_name), None)
         if opener is not None and opener.norm in QUESTION_OPENERS:
             return "info"  # "should we restart kimi", "why did kimi restart", "can I restart qwen"
         return "info" if clause_info.question else "ask"  # "kimi needs a restart", "let's restart kimi"
-    # When: the verb's sentence, and a next one that starts with a condition ("restart kimi. after the load").
+    if _for_later(words, verb, allow_time):
+        return "ask"  # an order for later: not now (the bot does not schedule); it asks
+    return _doubt(words, verb, polite)
+
+
+def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
+    """A condition or a time in the verb's sentence, or in a next one that starts with one ("restart kimi.
+    after the load"). ``allow_time``: a length is the order's own ("silence kimi for tonight"), a time to start
+    it is not ("silence kimi tonight")."""
     scope = list(words.clause_tokens(verb.clause))
     if verb.clause + 1 < len(words.clauses):
         nxt = words.clause_tokens(verb.clause + 1)
         if nxt and nxt[0].norm in QUALIFIERS:
             scope += nxt
-    qualifiers = {"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"} if allow_time \
-        else QUALIFIERS
     # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
     told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
     scope = [t for t in scope if told is None or t.index < told]
+    if allow_time:
+        length = next((t.index for t in scope if t.index > verb.index and t.norm in _LENGTH), None)
+        return any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
+                   for t in scope)
     later = [t for t in scope if t.index > verb.index]
-    if any(t.norm in qualifiers for t in scope) or (not allow_time and (
-            _clock_time(later) or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))):
-        return "ask"  # an order for later: not now (the bot does not schedule); it asks
-    return _doubt(words, verb, polite)
+    return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) for t in scope) or _clock_time(later)
+            or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
 
 
 def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
