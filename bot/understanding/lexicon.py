@@ -17,6 +17,7 @@ from bot.understanding.wordlists import lexicon_data
 _STEMMED = ("de", "es", "fr")
 _SCRIPTS = ("zh", "ja")
 _LANG = {"de": "german", "es": "spanish", "fr": "french"}
+_POSTPOSITIONS = frozenset({"after", "before", "if", "when", "until"})
 _ELISION = ("l'", "d'", "qu'", "j'", "n'", "c'", "s'", "m'", "t'")
 
 
@@ -126,7 +127,13 @@ def _cjk(run: str) -> list[str]:
                 for i in range(start, start + len(word)):
                     taken[i] = True
             start = run.find(word, start + 1)
-    return [e for _, e in sorted(found)]
+    words = [e for _, e in sorted(found)]
+    # Chinese and Japanese put "after", "before", "if" behind what they govern (加载完之后, ロードが終わったら):
+    # in English they go before it, so a condition reads as one.
+    for i in range(1, len(words)):
+        if words[i] in _POSTPOSITIONS:
+            words[i - 1], words[i] = words[i], words[i - 1]
+    return words
 
 
 def translate(words: Words, known: Callable[[str], bool]) -> Words:

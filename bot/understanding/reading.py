@@ -183,6 +183,8 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     w = _without_reason(w)
     setting = settings_words.find(w)
     found = slots.find(w, index, set(setting.tokens) if setting else set())
+    if setting is not None and setting.measured and found.targets and not any(t.services for t in found.targets):
+        setting = None  # "memory utilization on gpu-b": the GPUs', not the flag
     clauses = _rank(w, found, setting, known)
     unknown_words = list(dict.fromkeys(t.norm for t in found.unknown))
     suggestions = list(dict.fromkeys(s for u in unknown_words for s in index.suggest(u)))

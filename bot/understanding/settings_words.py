@@ -44,6 +44,7 @@ class Setting:
     name: str  # canonical flag (no dashes in front) or the variable's name
     tokens: frozenset[int]  # the message's tokens that named it (they are no other word)
     value: str | None = None  # "are we still on NCCL_PROTO=LL?" → "LL"
+    measured: bool = False  # named by words that also name a live measurement ("memory utilization")
 
 
 @functools.cache
@@ -68,6 +69,7 @@ class _Table:
     written: dict[tuple[str, ...], Hit]  # the same phrases as written (for a misspelt word in one)
     near: tuple[tuple[tuple[tuple[str, ...], ...], Hit], ...]  # " + " phrases: their pieces, by stems
     ignore: tuple[tuple[str, ...], ...]
+    measured: frozenset[tuple[str, ...]]
     longest: int
 
 
@@ -108,7 +110,8 @@ def _table() -> _Table:
                     exact[_key(_split(p))] = hit
                     written[tuple(_split(p))] = hit
     ignore = tuple(_key(_split(p)) for p in data["ignore"]["phrases"])
-    return _Table(exact, written, tuple(near), ignore, max(len(k) for k in exact))
+    measured = frozenset(_key(_split(p)) for p in data["measured"]["phrases"])
+    return _Table(exact, written, tuple(near), ignore, measured, max(len(k) for k in exact))
 
 
 @functools.cache
@@ -240,8 +243,9 @@ def _by_phrase(words: Words) -> Setting | None:
         if typo is None:
             return None
         found.append(typo)
-    _, _, _, (kind, name), idx = min(found, key=lambda f: f[:3])
-    return Setting(kind, name, idx)
+    n, how, i, (kind, name), idx = min(found, key=lambda f: f[:3])
+    key = (parts[i][0],) if n == -1 else tuple(p[1] for p in parts[i:i - n])
+    return Setting(kind, name, idx, measured=how == 0 and key in table.measured)
 
 
 @functools.cache
