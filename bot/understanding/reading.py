@@ -358,9 +358,12 @@ def _not_an_order(reading: Reading, decision: orders.Decision, order_name: str, 
                   w: Words) -> None:
     """The answer about an order that is not one: its information, a promise not to, or a question back."""
     info = command(_INFO_OF.get(order_name, "restarts"))
-    if (decision == "info" and order_name != "restart" and verb is not None and verb.norm.endswith("ed")
-            and any(t.norm in _WHO_DID for t in w.tokens if t.clause == verb.clause)):
+    here = [t for t in w.tokens if verb is not None and t.clause == verb.clause]
+    if decision == "info" and order_name != "restart" and verb is not None and verb.norm.endswith("ed") and any(
+            t.norm in _WHO_DID for t in here):
         info = command("audit")  # "who cleared the lock on qwen", "did anyone unsilence kimi": the bot's record
+    elif decision == "info" and order_name != "restart" and here and here[0].norm == "how":
+        info = command("help")  # "how do i silence a service": how the command is used
     reading.command, reading.intent = info, info.name
     who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else ""
     if decision == "negated":
