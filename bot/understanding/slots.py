@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from bot.understanding import arguments, lexicon, scoring
 from bot.understanding.names import NameIndex, Target
 from bot.understanding.text import Token, Words
-from bot.understanding.weighing import CHART_CUES, chart_cue
+from bot.understanding.weighing import CHART_CUES, STATES, chart_cue
 from bot.understanding.wordlists import common_english, english, model_families
 
 # Where a name stands: after a command word (with or without a preposition: "status llama", "logs for
@@ -25,8 +25,9 @@ _COMMAND_WORDS = frozenset({"restart", "bounce", "reboot", "status", "logs", "lo
                             "and"})
 _PREPOSITIONS = frozenset({"on", "for", "of", "in", "at", "from", "about", "with", "to", "vs", "versus", "and",
                            "than"})
-_STATES = frozenset({"up", "down", "ready", "alive", "healthy", "running", "loaded", "loading", "ok", "okay",
-                     "serving", "back", "done", "hung", "stuck", "dead"})
+# "is llama up", "how's node-7 doing": a state (or how it is doing) after what it is said of.
+_STATES = STATES | {"running", "loading", "done", "still"}
+_DOING = frozenset({"doing", "looking", "going", "holding"})
 # The cluster as a whole: never a name, and never "unknown" ("is prod ok?").
 _EVERYTHING = frozenset({"prod", "production", "staging", "infra", "cluster", "fleet", "everything", "all",
                          "both", "everyone", "anything", "anywhere"})
@@ -98,7 +99,8 @@ def find(words_: Words, index: NameIndex, taken: set[int]) -> Found:
             prev in _PREPOSITIONS and before2 is not None and (before2.norm in anchor or before2.index in taken))
         slot = (after_command or t.possessive or nxt in _COMMAND_WORDS
                 or (prev in _PREPOSITIONS and _name_shaped(t.norm))
-                or (prev in ("is", "are", "was") and (nxt in _STATES or nxt == "still")))
+                or (prev in ("is", "are", "was") and nxt in _STATES)
+                or (prev == "how" and (nxt in _DOING or _name_shaped(t.norm))))
         if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())
                                           and not chart_cue(t)):
             found.unknown.append(t)
