@@ -249,12 +249,15 @@ def _by_phrase(words: Words) -> Setting | None:
 
 
 @functools.cache
-def _written_by_length() -> list[tuple[int, list[tuple[tuple[str, ...], Hit]]]]:
-    by_length: dict[int, list[tuple[tuple[str, ...], Hit]]] = {}
+def _written_index() -> tuple[list[int], dict[tuple[int, int, str], list[tuple[tuple[str, ...], Hit]]]]:
+    """Phrases of several words by (length, place, word) for their first two words: with one word misspelt,
+    one of those two is as written. And the lengths, longest first."""
+    index: dict[tuple[int, int, str], list[tuple[tuple[str, ...], Hit]]] = {}
     for k, v in _table().written.items():
         if len(k) > 1:
-            by_length.setdefault(len(k), []).append((k, v))
-    return sorted(by_length.items(), reverse=True)
+            for place in (0, 1):
+                index.setdefault((len(k), place, k[place]), []).append((k, v))
+    return sorted({n for n, _, _ in index}, reverse=True), index
 
 
 def _near_miss(a: str, b: str) -> bool:
@@ -268,12 +271,13 @@ def _near_miss(a: str, b: str) -> bool:
 
 def _misspelt(parts: Sequence[_Part]) -> tuple[int, int, int, Hit, frozenset[int]] | None:
     """A phrase of several words with one of its longer words misspelt ("tensor paralel size")."""
+    lengths, index = _written_index()
     for i in range(len(parts)):
-        for n, phrases in _written_by_length():
+        for n in lengths:
             key = tuple(p[0] for p in parts[i:i + n])
             if len(key) < n:
                 continue
-            for written, hit in phrases:
+            for written, hit in (*index.get((n, 0, key[0]), ()), *index.get((n, 1, key[1]), ())):
                 wrong = [(a, b) for a, b in zip(key, written, strict=True) if a != b]
                 if len(wrong) == 1 and _near_miss(*wrong[0]):
                     return (-n, 2, i, hit, frozenset(p[2] for p in parts[i:i + n]))
