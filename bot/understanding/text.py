@@ -17,7 +17,7 @@ _LATIN = r"A-Za-z0-9_\u00C0-\u024F"
 # A word: letters, digits and the joiners of names, paths and flags (gpu-a, kimi-k2.5, /shared/x, tok/s,
 # --max-model-len, NCCL_PROTO); its last character is a letter or digit, so "kimi." and "gpu-a?" are words.
 _TOKEN = re.compile(
-    r"(?P<enum>(?<![\w.])\d{1,2}\))|"  # "1) is kimi up 2) …": an enumeration ends a part
+    r"(?P<enum>(?<![\w.])(?:\d{1,2}|[a-e])\))|"  # "1) is kimi up 2) …", "a) … b) …": an enumeration ends a part
     rf"(?P<word>(?:--?|/)?[{_LATIN}](?:[{_LATIN}./+'-]*[{_LATIN}])?%?)"
     r"|(?P<cjk>[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)"
     r"|(?P<punct>[?？!！.。;；=…,，、\n:—–])"

@@ -212,7 +212,7 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
     by = scores.by_command
     what_if = any(t.norm in _WHAT_IF for t in clause)
     for h in scores.hits:
-        credited = {c for c, _ in h.credits}
+        credited = {c for c, wt in h.credits if wt >= 3.0}
         if not credited & {"restart", "restarts"} or len(h.words) != 1:
             continue
         pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
