@@ -31,7 +31,7 @@ _PAIR = frozenset({"both", "two", "each", "between"})
 # What a service is (after "is": "is kimi up"): a state.
 STATES = frozenset("up down ready healthy unhealthy ok okay alright fine alive dead back stuck hung wedged loaded "
                    "degraded broken responsive unresponsive reachable unreachable available online offline green red "
-                   "operational serving".split())
+                   "operational serving happy unhappy sad".split())
 # A picture already there: "this graph", "that chart", "grafana's panel".
 _SHOWN = frozenset({"this", "that", "these", "those", "grafana", "dashboard", "your", "his", "her", "their"})
 # After "how" (or "how's"), what asks how something is rather than how to do something.
