@@ -23,6 +23,8 @@ _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "woul
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
                           "every", "another", "one", "any"})
 _NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
+# What logs do with what is looked for in them.
+_SAYS = frozenset({"show", "shows", "say", "says", "mention", "mentions", "contain", "contains", "have", "has"})
 # Who or what an answer is for ("for the audit folks", "for the demo deck"): context.
 _AUDIENCE = frozenset("folks team people guys deck doc docs report meeting slides ticket review standup postmortem "
                       "retro writeup channel manager boss customer customers record records notes".split())
@@ -90,6 +92,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
         by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
     _context_weighs_half(scores, clause)
     _purpose_weighs_half(scores, clause)
+    _looked_for_in_logs(scores, clause)
     # Settings words as what changed or what is compared ("did anyone change the nccl env").
     if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
         by["settings"] *= 0.5
@@ -204,6 +207,21 @@ def _purpose_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
                 if h.start in idx:
                     for c, wt in h.credits:
                         by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _looked_for_in_logs(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """"does qwen's log show the model loading", "what does the journal say about the OOM": what is looked for
+    in the logs weighs half."""
+    logs = [h.start for h in scores.words_of("logs") if dict(h.credits).get("logs", 0.0) >= 3.0]
+    if not logs:
+        return
+    verb = next((t.index for t in clause if t.index > min(logs) and t.norm in _SAYS), None)
+    if verb is None:
+        return
+    for h in scores.hits:
+        if h.start > verb:
+            for c, wt in h.credits:
+                scores.by_command[c] = scores.by_command.get(c, 0.0) - wt / 2
 
 
 def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int], question: bool) -> None:
