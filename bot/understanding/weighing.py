@@ -1,5 +1,8 @@
-"""What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context after
-"since", a restart word used as a noun, an order's verb opening a part, small talk beside a question."""
+"""What the words alone cannot weigh, after ``scoring`` has counted them: a flag named, a chart asked for (not
+one already there), two things compared, context (after "since", who the answer is for, what is looked for in
+the logs, a report of what someone did), a restart as a noun or in a what-if, a verb several orders share,
+an order's verb opening a part, a state asked about ("is X up", "how's X"), a question about the bot itself,
+small talk beside a question. Each rule serves a way of writing, never one sentence."""
 
 from __future__ import annotations
 
