@@ -170,6 +170,9 @@ def _parts(alias: str) -> set[str]:
                 out.add(part)
                 if "." in part:
                     out.add(part.replace(".", ""))
+                    major = part.split(".")[0]  # "k2" of "k2.5"
+                    if j - i == 1 and any(ch.isalpha() for ch in major) and any(ch.isdigit() for ch in major):
+                        out.add(major)
     return out
 
 

@@ -8,6 +8,7 @@ alone cannot weigh) → ``orders`` (is an order one?) → ``arguments``. Nothing
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -29,6 +30,12 @@ TIE = 0.85
 # An order's answer when the message is not one.
 _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "unsilence": "status",
             "unlock": "restarts"}
+# A clause of names and these words adds its names to the question before it ("…, and what about qwen?").
+_ALSO = frozenset("and also plus what about how for on too same as well the of then in at both or".split())
+_DETERMINERS = frozenset({"the", "a", "an", "this", "that", "last", "latest", "next", "another", "my", "our",
+                          "your", "their"})
+# A question about doing an order, not about what it did ("what if we benchmarked kimi", "should we bench qwen").
+_DOING_IT = frozenset({"if", "would", "should", "could", "suppose", "supposing", "hypothetically", "shall"})
 # An order's object that is every service.
 _ALL = frozenset({"everything", "all", "both", "every", "everyone"})
 # Words of a question about who did something (with a past-tense verb): the bot's own record.
@@ -157,14 +164,15 @@ def _family(name: str) -> str:
 
 
 def _chosen_targets(found: Found, w: Words, clause: int | None, clauses: Sequence[_Clause] = ()) -> list[Target]:
-    """The names of the answering clause and of the clauses that ask nothing else ("tp of kimi, and what about
+    """The names of the answering clause and of the clauses that are only names ("tp of kimi, and what about
     qwen?"), else of the whole message."""
     if clause is not None:
         here = found.in_clause(clause, w.tokens)
         answering = next((c for c in clauses if c.index == clause), None)
         if answering is not None and answering.best and _family(answering.best[0][0]) not in _ORDER_FAMILIES:
             for c in clauses:
-                if c.index != clause and (not c.best or c.best[0][1] < 1.0):
+                if c.index != clause and all(t.norm in _ALSO or t.index in found.tokens
+                                             for t in w.clause_tokens(c.index)):
                     here += found.in_clause(c.index, w.tokens)
         if here:
             # "infra bumped the driver on gpu-b. did qwen restart?": the node of a service asked about.
@@ -303,8 +311,8 @@ def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: 
     return reading
 
 
-def _order_verb(primary: _Clause | None, w: Words, order_name: str) -> Token | None:
-    """The verb of the order ``order_name`` in the answering clause (else before it), if any."""
+def _order_verb(primary: _Clause | None, w: Words, order_name: str, later: bool = False) -> Token | None:
+    """The verb of the order ``order_name`` in the answering clause (else before it; ``later``: after it)."""
     if primary is None:
         return None
     order = command(order_name)
@@ -313,14 +321,20 @@ def _order_verb(primary: _Clause | None, w: Words, order_name: str) -> Token | N
              and order_name not in {c for c, _ in h.credits} for i in h.tokens}
     typos = {i for h in primary.scores.hits if h.typo and order_name in {c for c, _ in h.credits}
              for i in h.tokens}
-    clause = [t for t in w.tokens if t.clause <= primary.index and t.index not in other]
+    clause = [t for t in w.tokens if (t.clause > primary.index if later else t.clause <= primary.index)
+              and t.index not in other]
     here = [t for t in clause if t.clause == primary.index] + [t for t in clause if t.clause != primary.index]
     stems = {stem(v) for v in order.verbs}
-    # "kick off a restart": "kick" with "off" is a light verb, its noun the order (a benchmark's own verb).
+    # "kick off a restart": "kick" with "off" is a light verb, its noun the order (a benchmark's own verb). "the
+    # bench", "a restart" are nouns, not the verb, unless a light verb has them ("do a restart of kimi").
     off = {t.index - 1 for t in w.tokens if t.norm == "off"}
-    verb = next((t for t in here if (t.norm in order.verbs or t.index in typos)
+    nouns = {b.index for a, b in itertools.pairwise(w.tokens) if a.norm in _DETERMINERS and a.part == b.part} - {
+        c.index for a, b, c in zip(w.tokens, w.tokens[1:], w.tokens[2:], strict=False)
+        if a.norm in orders.LIGHT_VERBS | {"off"} and b.norm in _DETERMINERS}
+    verb = next((t for t in here if (t.norm in order.verbs or t.index in typos) and t.index not in nouns
                  and not (t.norm == "kick" and t.index in off and order_name != "bench")), None) or next(
-        (t for t in here if t.stem in stems and t.norm not in ("run", "do", "start", "turn", "end")), None)
+        (t for t in here if t.stem in stems and t.index not in nouns
+         and t.norm not in ("run", "do", "start", "turn", "end")), None)
     return verb
 
 
@@ -337,6 +351,10 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to
         (c.name for c in COMMANDS if c.confirm and c.family == family), name)
     verb = _order_verb(primary, w, order_name)
     if verb is None:
+        later = _order_verb(primary, w, order_name, later=True)
+        if later is not None and orders.negated(w, later):
+            _not_an_order(reading, "negated", order_name, later, w)  # "qwen recovered on its own. no restart needed"
+            return
         if not reading.command.confirm:
             return  # "restart history", "restarted": the answer about it
         if reading.score < 3.0:
@@ -364,13 +382,17 @@ def _not_an_order(reading: Reading, decision: orders.Decision, order_name: str, 
         info = command("audit")  # "who cleared the lock on qwen", "did anyone unsilence kimi": the bot's record
     elif decision == "info" and order_name != "restart" and here and here[0].norm == "how":
         info = command("help")  # "how do i silence a service": how the command is used
-    reading.command, reading.intent = info, info.name
+    # Understood as the order when it is about doing it ("bench kimi?", "what if we benchmarked kimi", "don't run
+    # a bench on qwen"), and answered with what is known about it; what it did is its information ("what did the
+    # last bench say"); a restart's information is its own command ("restarts").
+    about_doing = decision == "negated" or (decision == "ask" and verb is not None) or any(
+        t.norm in _DOING_IT for t in here)
+    reading.command = info
+    reading.intent = order_name if order_name != "restart" and about_doing and info.name != "audit" else info.name
     who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else ""
     if decision == "negated":
         reading.args = Args(negated=True)
         if order_name != "restart":
-            # "don't run a bench on qwen today": understood as the order, answered with a promise.
-            reading.intent = order_name
             reading.note = f"OK — I won't {_VERB[order_name]} {who or 'anything'}."
     elif decision == "ask":
         reading.asked = True

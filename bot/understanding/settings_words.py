@@ -32,6 +32,8 @@ _ALIAS_VALUE = re.compile(r"^(tp|pp|dp|dcp|pcp)(\d{1,3})$")
 # An environment variable's words that say nothing about which one it is ("VLLM_…", "…_S").
 _ENV_LEAD = frozenset({"vllm", "torch", "pytorch"})
 _ENV_TAIL = frozenset({"s", "seconds", "mb", "ms"})
+# Words that ask for a variable rather than a flag ("is the api key variable set").
+_ENV_WORDS = frozenset({"variable", "variables", "var", "vars", "env", "environment", "envvar", "envvars"})
 # Pieces of a " + " phrase lie this close (in words).
 _NEAR = 8
 
@@ -54,8 +56,12 @@ def flag_names() -> frozenset[str]:
     return frozenset(names | KNOWN_SWITCHES | MULTI_VALUE_FLAGS | set(SHORT_ALIASES.values()))
 
 
+# Words written joined or apart ("cudagraph", "cuda graph"): read apart, in the table and in messages.
+_JOINED = {"cudagraph": "cuda graph", "cudagraphs": "cuda graphs", "allreduce": "all reduce", "kvcache": "kv cache"}
+
+
 def _split(text: str) -> list[str]:
-    return text.lower().replace("_", " ").replace("-", " ").split()
+    return [p for w in text.lower().replace("_", " ").replace("-", " ").split() for p in _JOINED.get(w, w).split()]
 
 
 def _key(words: Sequence[str]) -> tuple[str, ...]:
@@ -70,12 +76,14 @@ class _Table:
     near: tuple[tuple[tuple[tuple[str, ...], ...], Hit], ...]  # " + " phrases: their pieces, by stems
     ignore: tuple[tuple[str, ...], ...]
     measured: frozenset[tuple[str, ...]]
+    as_env: dict[tuple[str, ...], Hit]  # a flag's words that are a variable's when asked as one ("api key variable")
     longest: int
 
 
-def _derived() -> dict[tuple[str, ...], Hit]:
+def _derived(shadowed: dict[tuple[str, ...], Hit]) -> dict[tuple[str, ...], Hit]:
     """The phrases vLLM's own names give: each flag's words, and without its "enable"/"disable" ("custom all
-    reduce"); each known variable's words, and without its prefix or unit ("engine ready timeout")."""
+    reduce"); each known variable's words, and without its prefix or unit ("engine ready timeout"). A
+    variable's words that are a flag's too ("api key") go to ``shadowed``."""
     out: dict[tuple[str, ...], Hit] = {}
     # "disable-…" first, so a name both have ("log requests") is the "enable-…" one.
     for name in sorted(flag_names(), key=lambda n: (not n.startswith("disable-"), n)):
@@ -90,6 +98,8 @@ def _derived() -> dict[tuple[str, ...], Hit]:
         short = words[1:] if words[0] in _ENV_LEAD | {"nccl", "cuda", "hf"} else words
         short = short[:-1] if short and short[-1] in _ENV_TAIL else short
         if len(short) >= 2:
+            if _key(short) in out:
+                shadowed.setdefault(_key(short), ("env", name))
             out.setdefault(_key(short), ("env", name))
     return out
 
@@ -97,7 +107,8 @@ def _derived() -> dict[tuple[str, ...], Hit]:
 @functools.cache
 def _table() -> _Table:
     data = flags_data()
-    exact = _derived()
+    as_env: dict[tuple[str, ...], Hit] = {}
+    exact = _derived(as_env)
     written: dict[tuple[str, ...], Hit] = {}
     near: list[tuple[tuple[tuple[str, ...], ...], Hit]] = []
     for kind in ("flags", "env"):
@@ -111,7 +122,7 @@ def _table() -> _Table:
                     written[tuple(_split(p))] = hit
     ignore = tuple(_key(_split(p)) for p in data["ignore"]["phrases"])
     measured = frozenset(_key(_split(p)) for p in data["measured"]["phrases"])
-    return _Table(exact, written, tuple(near), ignore, measured, max(len(k) for k in exact))
+    return _Table(exact, written, tuple(near), ignore, measured, as_env, max(len(k) for k in exact))
 
 
 @functools.cache
@@ -122,6 +133,8 @@ def known_env() -> frozenset[str]:
 
 def _canonical_flag(word: str) -> str | None:
     name = word.lstrip("-").replace("_", "-")
+    if name in ("help", "h"):
+        return None  # "--help" is the bot's help, never vLLM's
     if word.startswith("--"):
         name = name.removeprefix("no-")
         return name if name in flag_names() or len(name) > 2 else None
@@ -245,6 +258,8 @@ def _by_phrase(words: Words) -> Setting | None:
         found.append(typo)
     n, how, i, (kind, name), idx = min(found, key=lambda f: f[:3])
     key = (parts[i][0],) if n == -1 else tuple(p[1] for p in parts[i:i - n])
+    if key in table.as_env and any(p[0] in _ENV_WORDS for p in parts):
+        kind, name = table.as_env[key]
     return Setting(kind, name, idx, measured=how == 0 and key in table.measured)
 
 

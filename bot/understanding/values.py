@@ -77,7 +77,7 @@ def of(words: Words, name: str, named: Iterable[int], skip: Iterable[int] = ()) 
     for t in toks:  # a value word may be one of the setting's own ("kv cache + fp8", "using ray")
         if t.index not in skip and t.norm in known and (len(t.norm) > 2 or t.raw.isupper()):
             return known[t.norm]
-    still = _after_still(toks, named)
+    still = _after_still(toks, named) or _set_to(toks, named | skip)
     if still is not None:
         return normal(name, still)
     clauses = {toks[i].clause for i in named if i < len(toks)}
@@ -85,6 +85,14 @@ def of(words: Words, name: str, named: Iterable[int], skip: Iterable[int] = ()) 
         if (t.clause in clauses and t.index not in named | skip and _NUMBER.match(t.norm)
                 and not _is_time(toks, i)):
             return normal(name, t.norm)
+    return None
+
+
+def _set_to(toks: tuple[Token, ...], skip: set[int]) -> str | None:
+    """"is the performance mode set to throughput": the word after "set to"."""
+    for a, b, c in zip(toks, toks[1:], toks[2:], strict=False):
+        if a.norm == "set" and b.norm == "to" and c.index not in skip and c.norm not in _NOT_A_VALUE:
+            return c.raw
     return None
 
 
