@@ -188,3 +188,22 @@ def test_the_question_decides_and_the_first_question_wins(text: str, intent: str
                                                 ("is the int4 one loaded", ["kimi"]), ("the 1T model status", [])])
 def test_model_nicknames(text: str, services: list[str]) -> None:
     _case(text, "status", services)
+
+
+@pytest.mark.parametrize(("text", "intent", "services", "args"), [
+    ("is the load format set to safetensors on kimi", "flag", ["kimi"],
+     {"flag": "load-format", "value": "safetensors"}),
+    ("max cudagraph capture size on qwen", "flag", ["qwen"], {"flag": "max-cudagraph-capture-size"}),
+    ("is the api key env var set on qwen", "flag", ["qwen"], {"env": "VLLM_API_KEY"}),
+    ("--help", "help", [], {}), ("tout est au vert ?", "status", [], {}), ("logs k2", "logs", ["kimi"], {}),
+    ("plot the benchmark results for qwen", "chart_bench", ["qwen"], {}),
+    ("kimi came back by itself. no restart needed", "restarts", ["kimi"], {"negated": True}),
+])
+def test_more_ways_of_writing(text: str, intent: str, services: list[str], args: dict[str, object]) -> None:
+    _case(text, intent, services, **args)
+
+
+def test_a_question_about_doing_an_order_is_understood_as_it_and_starts_nothing() -> None:
+    for text in ("should we bench kimi again", "what if we silenced qwen for the migration"):
+        intent, _, order, _ = _read(text)
+        assert intent in ("bench", "silence") and not order, text
