@@ -219,7 +219,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     if all(t.marked for t in w.tokens) and _family(name) != "restart":
         return _unplaced(reading, w, best, paste=True)  # a paste with no question ("```+---- NVIDIA-SMI")
     if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
-        _order(reading, primary, w, found, message.to_other)
+        _order(reading, primary, w, found, message.to_other or message.beside_other)
         if not reading.matched:
             return _unplaced(reading, w, best)
     elif (second is not None and primary is not None and _named(primary, name) and _named(primary, second[0])

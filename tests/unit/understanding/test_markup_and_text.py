@@ -31,9 +31,10 @@ def test_words_clauses_possessives_and_assignments() -> None:
     assert words(read("settings")).tokens[0].stem == "set" and words(read("restarted")).tokens[0].stem == "restart"
 
 
-def test_a_message_to_someone_beside_the_bot_is_to_them() -> None:
-    assert read("<@U0BOT> <@U07ANIKA> can you bounce qwen", "slack", "U0BOT").to_other
-    assert not read("<@U0BOT> can you bounce qwen", "slack", "U0BOT").to_other
+def test_a_mention_beside_the_bots_is_seen() -> None:
+    m = read("<@U0BOT> <@U07ANIKA> can you bounce qwen", "slack", "U0BOT")
+    assert m.beside_other and not m.to_other
+    assert not read("<@U0BOT> can you bounce qwen", "slack", "U0BOT").beside_other
 
 
 def test_compounds_and_joined_questions() -> None:
