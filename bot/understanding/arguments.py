@@ -69,23 +69,6 @@ def focus(words: Words, skip: set[int]) -> Focus | None:
     return None
 
 
-_CHECKS = frozenset({"still", "always", "right", "correct", "is", "at", "was", "=", "set", "really"})
-
-
-def flag_value(words: Words, setting: Setting, skip: set[int]) -> str | None:
-    """The value a flag question checks ("are we still at 0.95 mem util", "tp for kimi is 8 right"): a number
-    in a yes/no question about the flag."""
-    norms = {t.norm for t in words.tokens}
-    if not norms & _CHECKS:
-        return None
-    for t in words.tokens:
-        if t.index in skip or t.index in setting.tokens:
-            continue
-        if t.norm.replace(".", "", 1).isdigit():
-            return t.raw
-    return None
-
-
 def parse(command: Command, words: Words, message: Message, setting: Setting | None, negated: bool,
           skip: set[int]) -> Args:
     """The typed arguments ``command`` reads from ``words`` (``skip``: tokens that are names or flags)."""
@@ -104,7 +87,7 @@ def parse(command: Command, words: Words, message: Message, setting: Setting | N
             values["env"], values["value"] = setting.name, setting.value
         else:
             values["flag"], values["focus"] = setting.name, "flag"
-            values["value"] = setting.value or flag_value(words, setting, skip)
+            values["value"] = setting.value
     if "duration_s" in command.args:
         plain = " ".join(message.plain.split())
         _, seconds, reason = split_silence(plain)

@@ -8,22 +8,22 @@ Japanese runs of characters are searched for the lexicon's strings, longest firs
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from importlib import resources
 
 from bot.understanding.text import Token, Words, stem
+from bot.understanding.wordlists import lexicon_data
 
 _STEMMED = ("de", "es", "fr")
 _SCRIPTS = ("zh", "ja")
 _LANG = {"de": "german", "es": "spanish", "fr": "french"}
+_POSTPOSITIONS = frozenset({"after", "before", "if", "when", "until"})
 _ELISION = ("l'", "d'", "qu'", "j'", "n'", "c'", "s'", "m'", "t'")
 
 
 @functools.cache
 def _raw() -> dict[str, dict[str, str]]:
-    return tomllib.loads(resources.files("bot.understanding").joinpath("data/lexicon.toml").read_text("utf-8"))
+    return lexicon_data()
 
 
 def _data() -> dict[str, dict[str, str]]:
@@ -60,21 +60,25 @@ def _stemmed() -> dict[str, dict[str, str]]:
 
 
 @functools.cache
-def _phrases() -> list[tuple[tuple[str, ...], str]]:
-    """Keys of several words (any language), longest first."""
+def _phrases() -> list[tuple[tuple[str, ...], str, bool]]:
+    """Keys of several words (any language), longest first, and whether the key may be split: a German, Spanish
+    or French one always (a separable verb), an English idiom only where it has a gap ("give … a kick")."""
     data = _data()
-    pairs = [(tuple(w.split()), e) for lang in _STEMMED for w, e in data[lang].items() if " " in w]
+    pairs = [(tuple(w.split()), e, True) for lang in _STEMMED for w, e in data[lang].items() if " " in w]
+    pairs += [(tuple(w.replace("…", " ").split()), e, "…" in w) for w, e in data["en"].items()]
     return sorted(pairs, key=lambda p: -len(p[0]))
 
 
 def _phrase_at(toks: Sequence[Token], i: int) -> tuple[str, list[int]] | None:
     """A phrase key starting at ``toks[i]``: in a row, or its first word here and the rest later in the same
     sentence (a separable verb). Returns the English words and the positions it took."""
-    for key, english in _phrases():
+    for key, english, separable in _phrases():
         if toks[i].norm != key[0]:
             continue
         if tuple(t.norm for t in toks[i:i + len(key)]) == key:
             return english, list(range(i, i + len(key)))
+        if not separable:
+            continue
         rest = [j for j in range(i + 1, len(toks)) if toks[j].clause == toks[i].clause]
         got = [i]
         for word in key[1:]:
@@ -123,7 +127,13 @@ def _cjk(run: str) -> list[str]:
                 for i in range(start, start + len(word)):
                     taken[i] = True
             start = run.find(word, start + 1)
-    return [e for _, e in sorted(found)]
+    words = [e for _, e in sorted(found)]
+    # Chinese and Japanese put "after", "before", "if" behind what they govern (加载完之后, ロードが終わったら):
+    # in English they go before it, so a condition reads as one.
+    for i in range(1, len(words)):
+        if words[i] in _POSTPOSITIONS:
+            words[i - 1], words[i] = words[i], words[i - 1]
+    return words
 
 
 def translate(words: Words, known: Callable[[str], bool]) -> Words:
@@ -131,7 +141,7 @@ def translate(words: Words, known: Callable[[str], bool]) -> Words:
 
     ``known(word)`` tells an English word (or a name) apart: those are never translated.
     """
-    firsts = {key[0] for key, _ in _phrases()}
+    firsts = {key[0] for key, _, _ in _phrases()}
     if all(t.norm.isascii() and t.norm not in firsts and (known(t.norm) or not _latin(t.norm))
            for t in words.tokens):
         return words

@@ -51,6 +51,9 @@ class Message:
     emoji: tuple[str, ...] = ()
     surface: Surface = "terminal"
     to_other: bool = False  # it starts with another person's mention: addressed to them, not to the bot
+    # Another person's mention beside the bot's at the start ("<@bot> <@anika> can you bounce qwen"): a request in
+    # it may be to them, so it is never an order; a report ("<@bot> <@anika> says …") is still to the bot.
+    beside_other: bool = False
 
     @property
     def plain(self) -> str:
@@ -92,18 +95,21 @@ def _inline(text: str, quoted: bool, out: list[Segment]) -> None:
         out.append(Segment(text[pos:], quoted=quoted))
 
 
-_LEADING_USER = re.compile(r"^\s*<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+_LEADING_USERS = re.compile(r"^(?:\s*<@[UW][A-Z0-9]+(?:\|[^>]*)?>)+")
+_USER = re.compile(r"<@([UW][A-Z0-9]+)")
 
 
 def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = None) -> Message:
     """Read ``text`` as it arrives from ``surface``: Slack's ``event.text`` or what was typed after ``ask``.
 
-    ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention is addressed
-    to them (without the id, any leading mention but the first of several counts as the bot's).
+    ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention is addressed to
+    them (without the id, no one's); one beside the bot's is ``beside_other``.
     """
     text = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n").replace("\u2019", "'").replace("\u2018", "'")
-    lead = _LEADING_USER.match(text)
-    to_other = bool(lead) and bot_user_id is not None and lead is not None and lead.group(1) != bot_user_id
+    lead = _LEADING_USERS.match(text)
+    leading = _USER.findall(lead.group(0)) if lead is not None and bot_user_id is not None else []
+    to_other = bool(leading) and leading[0] != bot_user_id
+    beside_other = any(u != bot_user_id for u in leading)
     emoji: list[str] = []
     text = _LINK.sub(lambda m: f" {m.group(2)} " if m.group(2) else " ", text)
     text = _ENTITY.sub(" ", text)
@@ -125,7 +131,8 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     _lines(unescape(text[pos:]), segments)
     cleaned = tuple(Segment(_BOLD.sub(r"\1", _ITALIC.sub(r"\1", s.text)) if not s.code else s.text,
                             s.quoted, s.code, s.struck) for s in segments if s.text)
-    return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other)
+    return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other,
+                   beside_other=beside_other)
 
 
 def _lines(text: str, out: list[Segment]) -> None:

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from config.models import BotConfig, Node, Service
 
 Aliases = Mapping[str, Sequence[Service]]
-# Parts of model names and units that say nothing about which service it is.
+# Parts of model names and units that say nothing about which service it is. (A quantisation, "int4", does
+# when one service's names have it: "the int4 one".)
 _GENERIC = frozenset(
     "vllm service services model models shared opt data srv var lib home hf huggingface instruct chat base it "
-    "int4 int8 fp4 fp8 fp16 bf16 awq gptq nvfp4 mxfp4 gguf latest main v1 v2 serve server api inferbot "
-    "moe dense hub cache snapshots weights ckpt checkpoints checkpoint".split()
+    "latest main v1 v2 serve server api inferbot moe dense hub cache snapshots weights ckpt checkpoints "
+    "checkpoint".split()
 )
 _SPLIT = re.compile(r"[-_/ ]+")
 
@@ -169,6 +170,9 @@ def _parts(alias: str) -> set[str]:
                 out.add(part)
                 if "." in part:
                     out.add(part.replace(".", ""))
+                    major = part.split(".")[0]  # "k2" of "k2.5"
+                    if j - i == 1 and any(ch.isalpha() for ch in major) and any(ch.isdigit() for ch in major):
+                        out.add(major)
     return out
 
 

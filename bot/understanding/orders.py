@@ -7,6 +7,7 @@ not to ("don't restart kimi"), or, in doubt, a question back ("Did you want me t
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -20,19 +21,34 @@ NEGATIONS = frozenset(
 )
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
+               ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
+               ("not", "needed"), ("no", "restart", "needed"),
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
                ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
 HESITATIONS = frozenset(
-    "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno".split()
+    "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree".split()
 )
-HESITATION_PHRASES = (("or", "not"), ("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
-                      ("we", "could"), ("we", "might"), ("do", "i", "need"))
+HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
+                      ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
+                      ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
 # When, or on what condition: an order for later is not one now ("now", "asap" are not qualifiers).
 QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
-    "next".split()
+    "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
+    "whenever someday sometime".split()
 )
+QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
+                     ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
+                     ("this", "evening"), ("later", "today"), ("when", "possible"), ("in", "the", "morning"),
+                     ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
+_CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
+_LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+_CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
+# "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
+_AT = frozenset({"at", "by", "around", "about"})
+_TIME_NOUNS = frozenset({"top", "end", "start", "beginning", "half", "bottom"})
 # Words that open a question (at the start of a clause).
 QUESTION_OPENERS = frozenset(
     "why when who whom whose how what which where did does do has have had was were is are should shall "
@@ -40,10 +56,15 @@ QUESTION_OPENERS = frozenset(
 )
 # Words that may come before the verb of an imperative.
 LEAD = frozenset(
-    "hey hi ok okay so and but now then um hmm pls plz please kindly just go ahead yes yeah yep alright right "
+    "hey hi ok okay so and but now then pls plz please kindly just go ahead yes yeah yep alright right "
     "also force quickly quick again bot inferbot /inferbot team folks guys yo oi sup hello".split()
 )
 POLITE = frozenset({"can", "could", "would", "will"})
+_TELL = frozenset({"tell", "ping", "notify", "let", "report", "dm", "update", "message", "post"})
+LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire", "kick"})
+# A word right after the verb that makes it a noun ("restart of kimi scheduled …", "restart is pending").
+_NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
+                         "planned", "pending", "done", "finished"})
 YOU = frozenset({"you", "u", "ya"})
 
 
@@ -78,30 +99,39 @@ def negated(words: Words, verb: Token) -> bool:
 
 
 def _clock_time(tokens: Sequence[Token]) -> bool:
-    """ "in 10 min", "in an hour", "at 5pm", "at 13:00": a time the order is for."""
-    for a, b in itertools.pairwise(tokens):
+    """ "in 10 min", "in an hour", "at 5pm", "at 13:00", "at the top of the hour": a time the order is for."""
+    for a, b, c in itertools.zip_longest(tokens, tokens[1:], tokens[2:]):
+        if b is None:
+            break
         if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit")):
             return True
-        if a.norm == "at" and b.norm[:1].isdigit():
+        if a.norm in _AT and (b.norm[:1].isdigit() or (b.norm == "the" and c is not None and c.norm in _TIME_NOUNS)):
             return True
     return False
 
 
-def _imperative(clause: Sequence[Token], verb: Token, is_name: set[int]) -> tuple[bool, bool]:
-    """(the verb opens the clause as an imperative, it does so after "can/could/would you")."""
+def _imperative(clause: Sequence[Token], verb: Token, is_name: set[int]) -> tuple[bool, bool, bool]:
+    """(the verb opens the clause as an imperative, it does so after "can/could/would you", after a light verb
+    whose noun it is: "do a restart of kimi", "trigger a restart on qwen")."""
     polite = False
+    light = False
     for t in clause:
         if t.index == verb.index:
-            return True, polite
+            return True, polite, light
         if t.norm in LEAD or t.index in is_name:
+            continue
+        if t.norm in LIGHT_VERBS and not light:
+            light = True
+            continue
+        if light and t.norm in ("a", "an", "the", "off"):  # "kick off a restart"
             continue
         if t.norm in POLITE:
             polite = True
             continue
         if polite and t.norm in YOU:
             continue
-        return False, False
-    return False, False
+        return False, False, False
+    return False, False, False
 
 
 def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = False, to_other: bool = False
@@ -121,26 +151,51 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
         return "info"  # "kimi restarted?", "restarts of kimi": not the imperative
     clause_info: Clause = words.clauses[verb.clause]
     part = _part(words, verb)
-    imperative, polite = _imperative(part, verb, is_name)
+    imperative, polite, light = _imperative(part, verb, is_name)
+    after = next((t for t in part if t.index > verb.index), None)
+    if imperative and not light and after is not None and after.norm in _NOUN_AFTER:
+        return "ask"  # "restart of kimi scheduled for 5pm": the restart as a noun
     if not imperative:
         opener = next((t for t in part if t.norm not in LEAD and t.index not in is_name), None)
         if opener is not None and opener.norm in QUESTION_OPENERS:
             return "info"  # "should we restart kimi", "why did kimi restart", "can I restart qwen"
         return "info" if clause_info.question else "ask"  # "kimi needs a restart", "let's restart kimi"
-    # When: the verb's sentence, and a next one that starts with a condition ("restart kimi. after the load").
+    if _for_later(words, verb, allow_time):
+        return "ask"  # an order for later: not now (the bot does not schedule); it asks
+    return _doubt(words, verb, polite)
+
+
+def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
+    """A condition or a time in the verb's sentence, or in a next one that starts with one ("restart kimi.
+    after the load"). ``allow_time``: a length is the order's own ("silence kimi for tonight"), a time to start
+    it is not ("silence kimi tonight")."""
     scope = list(words.clause_tokens(verb.clause))
     if verb.clause + 1 < len(words.clauses):
         nxt = words.clause_tokens(verb.clause + 1)
         if nxt and nxt[0].norm in QUALIFIERS:
             scope += nxt
-    qualifiers = {"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"} if allow_time \
-        else QUALIFIERS
-    if any(t.norm in qualifiers for t in scope) or (not allow_time and _clock_time(scope)):
-        return "ask"  # an order for later: not now (the bot does not schedule); it asks
-    # Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), or a negation elsewhere.
+    # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
+    told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
+    scope = [t for t in scope if told is None or t.index < told]
+    if allow_time:
+        length = next((t.index for t in scope if t.index > verb.index and t.norm in _LENGTH), None)
+        return any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
+                   for t in scope)
+    later = [t for t in scope if t.index > verb.index]
+    return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) for t in scope) or _clock_time(later)
+            or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
+
+
+def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
+    """Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), an alternative after it ("restart
+    kimi or is that overkill", "… or qwen"), or a question after it ("restart kimi. is that ok?")."""
     rest = [t for t in words.tokens if t.clause >= verb.clause]
     if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
         return "ask"
-    if clause_info.question and not polite:
+    if any(t.norm == "or" for t in rest if t.index > verb.index):
+        return "ask"
+    if words.clauses[verb.clause].question and not polite:
         return "ask"  # "restart kimi?"
+    if any(c.question for c in words.clauses[verb.clause + 1:]):
+        return "ask"  # "restart kimi. or is that overkill?"
     return "order"

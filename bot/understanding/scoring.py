@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from bot.understanding.text import Token, stem
+from bot.understanding.text import Token, compound_parts, stem
+from bot.understanding.wordlists import common_english
 from handlers.commands import COMMANDS, Command
 
 WEIGHTS = {"strong": 3.0, "medium": 1.5, "weak": 0.5}
@@ -50,8 +52,7 @@ class Scores:
         return min((h.start for h in self.words_of(command)), default=1 << 30)
 
 
-@dataclass(frozen=True)
-class _Phrase:
+class _Phrase(NamedTuple):  # a NamedTuple: a cold start builds ~700 of them
     stems: tuple[str, ...]
     words: tuple[str, ...]
     credits: tuple[tuple[str, float], ...]
@@ -67,7 +68,8 @@ def _phrases(commands: tuple[Command, ...] = COMMANDS) -> tuple[_Phrase, ...]:
     for c in commands:
         for level in ("strong", "medium", "weak"):
             for term in getattr(c.words, level):
-                words = tuple(term.lower().split())
+                # Words as the tokeniser reads them: compounds apart, "what's" as "what".
+                words = tuple(p.removesuffix("'s") for w in term.lower().split() for p in compound_parts(w))
                 # "=doing": this spelling only (its stem "do" is every "do").
                 stems = tuple(w if w.startswith("=") else stem(w) for w in words)
                 words = tuple(w.lstrip("=") for w in words)
@@ -112,40 +114,75 @@ def _typo(t: Token, word: str) -> bool:
     return OSA.distance(t.norm, word, score_cutoff=2) <= (2 if len(word) >= 8 else 1)
 
 
+@functools.cache
+def _by_first() -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Phrases (their place in ``_phrases()``) by their first word as written and by its stem."""
+    by_word: dict[str, list[int]] = {}
+    by_stem: dict[str, list[int]] = {}
+    for k, p in enumerate(_phrases()):
+        by_word.setdefault(p.words[0], []).append(k)
+        if not p.stems[0].startswith("="):
+            by_stem.setdefault(p.stems[0], []).append(k)
+    return by_word, by_stem
+
+
+@functools.cache
+def _singles_by_letter() -> dict[str, list[_Phrase]]:
+    """One-word phrases by the first letter of their spellings (a typo keeps the first letter)."""
+    out: dict[str, list[_Phrase]] = {}
+    for p in _phrases():
+        if len(p.words) == 1:
+            for letter in dict.fromkeys(w[:1] for w in p.spellings):
+                out.setdefault(letter, []).append(p)
+    return out
+
+
 def score(tokens: Sequence[Token], taken: Iterable[int] = (), known: frozenset[str] = frozenset()) -> Scores:
     """Score every command on ``tokens``. ``taken`` are tokens already read as something else (a flag's
     words, a name); ``known`` words are never read as a typo of a command word."""
     used = set(taken)
     out = Scores()
     phrases = _phrases()
-    for p in phrases:
+    by_word, by_stem = _by_first()
+    # Longest phrases first, then in the message's order: the phrases that start at one of its words.
+    starts = sorted({(k, i) for i, t in enumerate(tokens)
+                     for k in (*by_word.get(t.norm, ()), *by_stem.get(t.stem, ()))})
+    for k, i in starts:
+        p, t = phrases[k], tokens[i]
         n = len(p.words)
-        for i, t in enumerate(tokens):
-            if t.index in used or not _same(t, p.words[0], p.stems[0]):
-                continue
-            # The rest of the phrase in order, with at most one word between two of its words.
-            got = [t.index]
-            j = i + 1
-            for w, s in zip(p.words[1:], p.stems[1:], strict=True):
-                if j < len(tokens) and tokens[j].index not in used and _same(tokens[j], w, s):
-                    got.append(tokens[j].index)
-                    j += 1
-                elif (j + 1 < len(tokens) and tokens[j + 1].index not in used and _same(tokens[j + 1], w, s)
-                      and n > 1):
-                    got.append(tokens[j + 1].index)
-                    j += 2
-                else:
-                    break
-            if len(got) == n:
-                used.update(got)
-                out.hits.append(Hit(t.index, tuple(got), p.words, p.credits))
+        if t.index in used or not _same(t, p.words[0], p.stems[0]):
+            continue
+        # The rest of the phrase in order, with at most one word between two of its words, and at most one
+        # of them misspelt ("gpu staus").
+        got = [t.index]
+        j = i + 1
+        typo = False
+        for w, s in zip(p.words[1:], p.stems[1:], strict=True):
+            if j < len(tokens) and tokens[j].index not in used and _same(tokens[j], w, s):
+                got.append(tokens[j].index)
+                j += 1
+            elif (not typo and j < len(tokens) and tokens[j].index not in used and tokens[j].norm not in known
+                  and tokens[j].norm not in vocabulary() and _typo(tokens[j], w)
+                  and tokens[j].norm not in common_english()):
+                got.append(tokens[j].index)
+                j += 1
+                typo = True
+            elif (j + 1 < len(tokens) and tokens[j + 1].index not in used and _same(tokens[j + 1], w, s)
+                  and n > 1):
+                got.append(tokens[j + 1].index)
+                j += 2
+            else:
+                break
+        if len(got) == n:
+            used.update(got)
+            out.hits.append(Hit(t.index, tuple(got), p.words, p.credits))
     # Typos of single command words, for words nothing else read.
-    singles = [p for p in phrases if len(p.words) == 1]
     for t in tokens:
         if t.index in used or t.norm in known or t.norm in vocabulary() or t.cjk:
             continue
-        for p in singles:
-            if any(_typo(t, w) for w in p.spellings):
+        for p in _singles_by_letter().get(t.norm[:1], ()):
+            # A word of its own is no misspelling ("mate" is not "mute"); the list loads only for a near miss.
+            if any(_typo(t, w) for w in p.spellings) and t.norm not in common_english():
                 used.add(t.index)
                 out.hits.append(Hit(t.index, (t.index,), p.words, p.credits, typo=True))
                 break

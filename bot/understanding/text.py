@@ -17,6 +17,7 @@ _LATIN = r"A-Za-z0-9_\u00C0-\u024F"
 # A word: letters, digits and the joiners of names, paths and flags (gpu-a, kimi-k2.5, /shared/x, tok/s,
 # --max-model-len, NCCL_PROTO); its last character is a letter or digit, so "kimi." and "gpu-a?" are words.
 _TOKEN = re.compile(
+    r"(?P<enum>(?<![\w.])(?:\d{1,2}|[a-e])\))|"  # "1) is kimi up 2) …", "a) … b) …": an enumeration ends a part
     rf"(?P<word>(?:--?|/)?[{_LATIN}](?:[{_LATIN}./+'-]*[{_LATIN}])?%?)"
     r"|(?P<cjk>[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)"
     r"|(?P<punct>[?？!！.。;；=…,，、\n:—–])"
@@ -25,6 +26,15 @@ _ENDS = {"?", "？", "!", "！", ".", "。", ";", "；", "\n", "…"}  # a comma
 _QUESTION = {"?", "？"}
 # Words that open a new question in the same sentence ("kimi status? also gpus", "… btw what about qwen").
 _CLAUSE_OPENERS = frozenset({"also", "btw", "plus", "separately", "oh", "additionally"})
+# "is kimi up and what's its tp": "and" before a question word opens a second question in the same sentence.
+_JOINS = frozenset({"and", "but", "then", "&"})
+_ASKS = frozenset(
+    "what what's whats how how's hows who who's whos when where which why is are was were does do did can could will "
+    "has have any anything show tell give".split()
+)
+# Prefixes that make one word with what follows ("re-start", "un-mute", "re-run"); other hyphenated words are read
+# as their parts ("force-restart", "first-token", "all-reduce"), names and flags aside.
+_PREFIXES = frozenset({"re", "un", "pre", "de", "non", "co", "mis"})
 _CONTRACTIONS = re.compile(r"^(?:\w+n't|i'm|i've|i'd|i'll|we're|you're|they're|let's|it'll|that'll)$")
 
 
@@ -121,8 +131,8 @@ def words(message: Message) -> Words:
         text = unicodedata.normalize("NFKC", seg.text)
         plain.append(text)
         for m in _TOKEN.finditer(text):
-            if m.group("punct"):
-                p = m.group("punct")
+            if m.group("punct") or m.group("enum"):
+                p = m.group("punct") or "\n"
                 part += 1
                 if p == "=":
                     pending_eq = bool(tokens)
@@ -155,25 +165,63 @@ def words(message: Message) -> Words:
                 possessive=possessive, cjk=cjk))
     close(question)
     # A question mark ends its clause; a message of one clause written as a question is one.
-    return Words(tokens=tuple(tokens), clauses=tuple(clauses), emoji=message.emoji,
-                 text=normalise(" ".join(plain)), assignments=tuple(assignments))
+    joined = _joined_questions(tokens, clauses)
+    return Words(tokens=tuple(tokens), clauses=joined, emoji=message.emoji, text=normalise(" ".join(plain)),
+                 assignments=tuple(assignments))
 
 
-def split_slashes(w: Words, is_name: Callable[[str], bool]) -> Words:
-    """"ttft/itl", "p50/p99" are two words; a path, a model id ("Qwen/Qwen3-32B") and "tok/s" stay one."""
-    if not any("/" in t.norm for t in w.tokens):
+def _joined_questions(tokens: list[Token], clauses: list[Clause]) -> tuple[Clause, ...]:
+    """Two questions joined in one sentence ("is kimi up and what's its tp") are two clauses."""
+    out: list[Clause] = []
+    for c in clauses:
+        start = c.start
+        for i in range(c.start + 2, c.end - 1):
+            if tokens[i].norm in _JOINS and tokens[i + 1].norm in _ASKS and not any(
+                    t.norm in ("between", "both") for t in tokens[start:i]):  # "drift between X and what's Y"
+                out.append(replace(c, index=len(out), start=start, end=i))
+                start = i
+        out.append(replace(c, index=len(out), start=start))
+    if len(out) == len(clauses):
+        return tuple(clauses)
+    for c in out:
+        for t in tokens[c.start:c.end]:
+            tokens[t.index] = replace(t, clause=c.index)
+    return tuple(out)
+
+
+def compound_parts(word: str) -> list[str]:
+    """The words a compound is read as: "ttft/itl", "p50/p99", "force-restart", "first-token" are two;
+    "re-start" and "un-mute" are one ("restart", "unmute"). A path, a flag, "tok/s" and anything with a
+    digit or a one-letter part ("gpu-c", "kimi-k2.5") stay as written."""
+    if "/" in word:
+        parts = word.split("/")
+        if (word.startswith("/") or word in ("tok/s", "tokens/s", "t/s") or len(parts) != 2
+                or not all(len(p) >= 2 and p[:1].isalpha() for p in parts)):
+            return [word]
+        return parts
+    if "-" in word and not word.startswith("-"):
+        parts = word.split("-")
+        if not all(p.isalpha() and len(p) >= 2 for p in parts):
+            return [word]
+        return ["".join(parts)] if parts[0] in _PREFIXES and len(parts) == 2 else parts
+    return [word]
+
+
+def split_compounds(w: Words, is_name: Callable[[str], bool]) -> Words:
+    """Compounds read as their words (``compound_parts``); names stay whole ("Qwen/Qwen3-32B")."""
+    if not any("/" in t.norm or "-" in t.norm for t in w.tokens):
         return w
     out: list[Token] = []
     moved: dict[int, int] = {}
     for t in w.tokens:
         moved[t.index] = len(out)
-        parts = t.norm.split("/")
-        if (t.norm.startswith("/") or t.norm in ("tok/s", "tokens/s", "t/s") or is_name(t.norm)
-                or len(parts) != 2 or not all(len(p) >= 2 and p[:1].isalpha() for p in parts)):
+        parts = [t.norm] if is_name(t.norm) else compound_parts(t.norm)
+        if len(parts) == 1 and parts[0] == t.norm:
             out.append(replace(t, index=len(out)))
             continue
-        for p in parts:
-            out.append(replace(t, norm=p, raw=p, stem=stem(p), index=len(out)))
+        raws = t.raw.replace("/", "-").split("-") if len(parts) > 1 else [t.raw.replace("-", "")]
+        for p, raw in zip(parts, raws if len(raws) == len(parts) else parts, strict=True):
+            out.append(replace(t, norm=p, raw=raw, stem=stem(p), index=len(out)))
     clauses = tuple(replace(c, start=moved.get(c.start, len(out)),
                             end=moved[c.end] if c.end in moved else len(out)) for c in w.clauses)
     return replace(w, tokens=tuple(out), clauses=clauses,

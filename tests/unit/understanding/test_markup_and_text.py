@@ -29,3 +29,22 @@ def test_words_clauses_possessives_and_assignments() -> None:
     assert [c.question for c in w.clauses] == [True, False, False] and len(w.clauses) == 3
     assert w.assignments == ((3, "LL"),)
     assert words(read("settings")).tokens[0].stem == "set" and words(read("restarted")).tokens[0].stem == "restart"
+
+
+def test_a_mention_beside_the_bots_is_seen() -> None:
+    m = read("<@U0BOT> <@U07ANIKA> can you bounce qwen", "slack", "U0BOT")
+    assert m.beside_other and not m.to_other
+    assert not read("<@U0BOT> can you bounce qwen", "slack", "U0BOT").beside_other
+
+
+def test_compounds_and_joined_questions() -> None:
+    from bot.understanding.text import compound_parts
+
+    assert compound_parts("force-restart") == ["force", "restart"]
+    assert compound_parts("re-start") == ["restart"]
+    assert compound_parts("gpu-c") == ["gpu-c"] and compound_parts("kimi-k2.5") == ["kimi-k2.5"]
+    assert compound_parts("ttft/itl") == ["ttft", "itl"] and compound_parts("tok/s") == ["tok/s"]
+    w = words(read("is kimi up and what's its tp"))
+    assert len(w.clauses) == 2 and [t.norm for t in w.clause_tokens(1)][:2] == ["and", "what"]
+    w = words(read("1) is kimi loaded 2) what's NCCL_ALGO"))
+    assert len(w.clauses) == 2

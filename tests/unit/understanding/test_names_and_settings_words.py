@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.understanding import lexicon, settings_words
+from bot.understanding import lexicon, settings_words, values
 from bot.understanding.markup import read
 from bot.understanding.names import NameIndex, service_aliases
 from bot.understanding.text import words
@@ -77,3 +77,28 @@ def test_lexicons(text: str, english: list[str]) -> None:
     w = lexicon.translate(words(read(text)), lambda x: x in ("kimi", "qwen"))
     got = [t.norm for t in w.tokens if t.norm not in lexicon.stopwords()]
     assert got == english
+
+
+@pytest.mark.parametrize(("name", "typed", "written"), [
+    ("max-model-len", "128k", "131072"), ("gpu-memory-utilization", "92%", "0.92"),
+    ("NCCL_BUFFSIZE", "16MiB", "16777216"),
+    ("dtype", "bf16", "bfloat16"), ("optimization-level", "O2", "2"), ("NCCL_ALGO", "ring", "Ring"),
+    ("cpu-offload-gb", "16GiB", "16"), ("port", "8000", "8000"),
+])
+def test_values_are_written_the_way_the_setting_takes_them(name: str, typed: str, written: str) -> None:
+    assert values.normal(name, typed) == written
+
+
+@pytest.mark.parametrize(("text", "kind", "name", "value"), [
+    ("qwen on bf16?", "flag", "dtype", "bfloat16"), ("does kimi do 128k", "flag", "max-model-len", "131072"),
+    ("tp8 on kimi", "flag", "tensor-parallel-size", "8"),
+    ("is the nccl buffer 4MiB", "env", "NCCL_BUFFSIZE", "4194304"),
+])
+def test_a_value_names_its_setting(text: str, kind: str, name: str, value: str) -> None:
+    found = settings_words.find(words(read(text)))
+    assert found is not None and (found.kind, found.name, found.value) == (kind, name, value)
+
+
+def test_no_setting_in_context_words() -> None:
+    assert settings_words.find(words(read("for context, kimi was restarted"))) is None
+    assert settings_words.find(words(read("we served 10k requests today"))) is None

@@ -1,0 +1,286 @@
+"""What the words alone cannot weigh, after ``scoring`` has counted them: a flag named, a chart asked for (not
+one already there), two things compared, context (after "since", who the answer is for, what is looked for in
+the logs, a report of what someone did), a restart as a noun or in a what-if, a verb several orders share,
+an order's verb opening a part, a state asked about ("is X up", "how's X"), a question about the bot itself,
+small talk beside a question. Each rule serves a way of writing, never one sentence."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Sequence
+
+from bot.understanding import orders, scoring
+from bot.understanding.settings_words import Setting
+from bot.understanding.text import Token
+from bot.understanding.wordlists import common_english, english
+from handlers.commands import COMMANDS
+
+CHART_CUES = frozenset({"chart", "charts", "graph", "graphs", "plot", "plots", "visualize", "visualise",
+                        "visualization", "sparkline", "trend", "trends", "trended", "png"})
+CHART_PHRASES = (("over", "time"),)
+_CUE_STEMS = frozenset({"chart", "graph", "plot", "visual", "visualis", "visualiz", "trend", "sparklin"})
+_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from"})
+_MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
+                           "then"})
+_NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
+                          "every", "another", "one", "any"})
+_NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
+# What logs do with what is looked for in them.
+_SAYS = frozenset({"show", "shows", "say", "says", "mention", "mentions", "contain", "contains", "have", "has"})
+# Who or what an answer is for ("for the audit folks", "for the demo deck"): context.
+_AUDIENCE = frozenset("folks team people guys deck doc docs report meeting slides ticket review standup postmortem "
+                      "retro writeup channel manager boss customer customers record records notes".split())
+# Words that make a comparison of two things without naming them ("line up the env of both services").
+_PAIR = frozenset({"both", "two", "each", "between"})
+# What a service is (after "is": "is kimi up"): a state.
+STATES = frozenset("up down ready healthy unhealthy ok okay alright fine alive dead back stuck hung wedged loaded "
+                   "degraded broken responsive unresponsive reachable unreachable available online offline green red "
+                   "operational serving happy unhappy sad".split())
+# A picture already there: "this graph", "that chart", "grafana's panel".
+_SHOWN = frozenset({"this", "that", "these", "those", "grafana", "dashboard", "your", "his", "her", "their"})
+# After "how" (or "how's"), what asks how something is rather than how to do something.
+_HOW_OF = frozenset({"is", "are", "was", "were", "things", "everything", "we", "it", "the", "both", "all"})
+# Words of a what-if about a restart ("would restarting qwen help", "is a restart going to unstick it").
+_WHAT_IF = frozenset({"if", "would", "will", "could", "going", "suppose", "supposing", "hypothetically", "downside",
+                      "fix", "unstick", "help", "risk", "risky", "happens", "happen", "cost", "impact", "break"})
+
+
+def chart_cue(t: Token, typos: bool = True) -> bool:
+    """"chart", "graphs", "trended", or (``typos``) a misspelling of one ("chrat")."""
+    if t.norm in CHART_CUES or t.stem in _CUE_STEMS:
+        return True
+    if (typos and len(t.norm) >= 4 and t.norm.isalpha() and t.norm not in english()
+            and t.norm not in scoring.vocabulary() and t.norm not in common_english()):
+        from rapidfuzz.distance import OSA
+
+        return any(OSA.distance(t.norm, c, score_cutoff=1) <= 1 for c in CHART_CUES if len(c) >= 4)
+    return False
+
+
+@functools.cache
+def shared_verbs() -> frozenset[str]:
+    """Verbs of more than one order ("turn" alerts off or back on): they pick no order on their own."""
+    seen: dict[str, int] = {}
+    for c in COMMANDS:
+        for v in c.verbs:
+            seen[v] = seen.get(v, 0) + 1
+    return frozenset(v for v, n in seen.items() if n > 1)
+
+
+@functools.cache
+def order_verbs() -> dict[str, str]:
+    """Every order's verbs → the order (the first command that has it)."""
+    out: dict[str, str] = {}
+    for c in COMMANDS:
+        for v in c.verbs:
+            out.setdefault(v, c.name)
+    return out
+
+
+def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None, n_targets: int,
+           names: set[int], question: bool = False) -> None:
+    """What the words alone cannot weigh: a flag named, a chart asked for, two targets compared, context
+    after "since", a restart word used as a noun or in a report, an order's verb opening a part, a question
+    about the bot itself, small talk beside a question. Each step is one function below, applied in this
+    order. ``question``: the clause ends with a question mark."""
+    by = scores.by_command
+    one_flag = _flag_named(scores, clause, setting)
+    _charts(scores, clause)
+    if by.get("compare"):
+        # One flag across two services is that flag's answer (it lists each value), not a comparison.
+        pair = (n_targets >= 2 and not one_flag) or any(
+            len(h.words) > 1 and h.words[0] in _PAIR for h in scores.words_of("compare")) or (
+            any(t.norm in _PAIR for t in clause) and not one_flag)
+        by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
+    _context_weighs_half(scores, clause)
+    _purpose_weighs_half(scores, clause)
+    _looked_for_in_logs(scores, clause)
+    # Settings words as what changed or what is compared ("did anyone change the nccl env").
+    if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
+        by["settings"] *= 0.5
+    _restart_words(scores, clause, names, question)
+    _shared_verb_object(scores, clause)
+    _order_verb_first(scores, clause)
+    _state_question(scores, clause, question, names)
+    _about_the_bot(scores, clause)
+    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+        by["smalltalk"] = by["smalltalk"] * 0.3
+
+
+def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | None) -> bool:
+    """A flag or variable named in the clause is the question ("is NCCL_P2P_DISABLE set in the env"); where it
+    is set ("in the env", "the unit's flags") only says where to look. Unless it is what changed ("how's
+    throughput since we bumped the mem util")."""
+    if setting is None or not setting.tokens & {t.index for t in clause}:
+        return False
+    by = scores.by_command
+    first = min(setting.tokens)
+    subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+    by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
+    if not subordinate and by.get("settings"):
+        by["settings"] *= 0.5
+    return True
+
+
+def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: bool, names: set[int]) -> None:
+    """"is it up", "are both models healthy", "is the 32b fine", "services ok?": a state word after "is"/"are",
+    or ending a question, asks for the status."""
+    if clause and clause[0].norm == "how" and (len(clause) <= 3 or clause[1].norm in _HOW_OF
+                                                or clause[1].index in names):
+        # "how's qwen", "how is gpu-b", "how are things": how something is.
+        scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
+        return
+    for i, t in enumerate(clause):
+        if t.norm not in STATES:
+            continue
+        before = [u for u in clause[max(0, i - 4):i] if u.part == t.part]
+        if any(u.norm in ("is", "are", "was", "were", "isn't", "aren't") for u in before) or (
+                question and i >= len(clause) - 2):
+            scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
+            return
+
+
+def _about_the_bot(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A question about the bot itself: help about its commands ("help restart", "what does `unlock` do",
+    "syntax for silence" — not the verb in "would a restart help") makes the commands it names its topic;
+    the bot's own record ("what have you restarted", "who used the bot to silence kimi") beats the orders."""
+    by = scores.by_command
+    lead = next((t.index for t in clause if t.norm not in orders.LEAD), None)
+    if any(c == "help" and wt >= 3.0 and (h.words != ("help",) or h.start == lead)
+           for h in scores.hits for c, wt in h.credits):
+        for c in by:
+            if c not in ("help", "flag"):  # a flag named is still answered with its value
+                by[c] *= 0.5
+    if by.get("audit", 0.0) >= 3.0:
+        for c in ("restart", "restarts", "bench", "silence", "unsilence", "unlock"):
+            if c in by:
+                by[c] *= 0.5
+
+
+def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A chart only when one is asked for ("chart", "graph", "plot", "trended", "over time"), not one already
+    there ("this graph shows …"); a misspelt "chart" only next to what a chart shows ("chrat throughput kimi")."""
+    by = scores.by_command
+    in_phrases = {i for h in scores.hits for i in h.tokens}
+    shown = {b.index for a, b in itertools.pairwise(clause) if a.norm in _SHOWN}
+    free = [t for t in clause if t.index not in in_phrases and t.index not in shown]
+    norms = [t.norm for t in free]
+    subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
+    cue = any(chart_cue(t, typos=subject) for t in free) or any(
+        tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
+    for name in ("chart_throughput", "chart_bench", "chart_loads"):
+        if cue and (by.get(name) or name == "chart_throughput"):
+            by[name] = by.get(name, 0.0) + 4.0
+        elif not cue:
+            # Without one, only a phrase about load durations ("how long did it take to load").
+            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
+                          if c == name and w >= 3.0 and len(h.words) > 1)
+            by[name] = phrases if name == "chart_loads" else 0.0
+
+
+def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """What follows "since", "after", "because" … is context, not the question ("is kimi slower since the
+    nccl change?"): its words weigh half. A question word opening the sentence ("when did …") is not one; the
+    context ends at the next part or question ("if qwen OOMs again, do we restart it")."""
+    by = scores.by_command
+    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")),
+                  None)
+    if sub_at is None:
+        return
+    end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
+                or clause[i].norm in _MAIN_OPENERS), len(clause))
+    span = {t.index for t in clause[sub_at + 1:end]}
+    for h in scores.hits:
+        if h.start in span:
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _purpose_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """"for the audit folks", "for the postmortem doc": who the answer is for is context, not the question."""
+    by = scores.by_command
+    for i, t in enumerate(clause):
+        if t.norm != "for":
+            continue
+        span = [u for u in clause[i + 1:] if u.part == t.part]
+        if any(u.norm in _AUDIENCE for u in span):
+            idx = {u.index for u in span}
+            for h in scores.hits:
+                if h.start in idx:
+                    for c, wt in h.credits:
+                        by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _looked_for_in_logs(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """"does qwen's log show the model loading", "what does the journal say about the OOM": what is looked for
+    in the logs weighs half."""
+    logs = [h.start for h in scores.words_of("logs") if dict(h.credits).get("logs", 0.0) >= 3.0]
+    if not logs:
+        return
+    verb = next((t.index for t in clause if t.index > min(logs) and t.norm in _SAYS), None)
+    if verb is None:
+        return
+    for h in scores.hits:
+        if h.start > verb:
+            for c, wt in h.credits:
+                scores.by_command[c] = scores.by_command.get(c, 0.0) - wt / 2
+
+
+def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[int], question: bool) -> None:
+    """"after the restart", "the last kimi restart": a restart as a noun is not one; "don't restart" and a what-if
+    ("would a restart help", "what if I restart qwen", "is a restart going to fix it") are about restarts."""
+    by = scores.by_command
+    what_if = any(t.norm in _WHAT_IF for t in clause)
+    for h in scores.hits:
+        credited = {c for c, wt in h.credits if wt >= 3.0}
+        if not credited & {"restart", "restarts"} or len(h.words) != 1:
+            continue
+        pos = next((i for i, t in enumerate(clause) if t.index == h.start), 0)
+        before = next((t.norm for t in reversed(clause[:pos]) if t.index not in names), "")  # names skipped
+        if before in _NOUN_BEFORE:
+            by["restart"] = by.get("restart", 0.0) - 1.5
+        elif before in _NEGATORS:
+            by["restarts"] = by.get("restarts", 0.0) + 2.0
+        if what_if:
+            by["restarts"] = by.get("restarts", 0.0) + 2.0
+            what_if = False
+        word = clause[pos]
+        asked = question and word.part == clause[-1].part  # the part the question mark ends
+        if word.norm.endswith("ed") and not asked and not any(
+                t.norm in orders.QUESTION_OPENERS for t in clause[:pos] if t.part == word.part):
+            # "<@bob> restarted kimi, can you confirm it's healthy": a report of what someone did; the
+            # question after it decides.
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _shared_verb_object(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A verb several orders share ("kick") is the order its object names: "kick the bench" is the benchmark,
+    "kick kimi" a restart."""
+    by = scores.by_command
+    part_of = {t.index: t.part for t in clause}
+    for h in scores.hits:
+        owners = {c.name for c in COMMANDS if c.confirm and h.words[0] in c.verbs} if len(h.words) == 1 else set()
+        if len(owners) < 2:
+            continue
+        credited = {c for c, _ in h.credits}
+        objects = {c for o in scores.hits if o.start > h.start and part_of.get(o.start) == part_of.get(h.start)
+                   for c, wt in o.credits if wt >= 3.0 and c in owners - credited}
+        if objects:
+            for c, wt in h.credits:
+                by[c] = by.get(c, 0.0) - wt
+
+
+def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """An order's verb opening a part: "restart kimi when the load is done" is about the restart."""
+    by = scores.by_command
+    verbs = order_verbs()
+    boosted: set[str] = set()
+    for part in dict.fromkeys(t.part for t in clause):
+        lead = next((t for t in clause if t.part == part and t.norm not in orders.LEAD
+                     and t.norm not in orders.POLITE and t.norm not in orders.YOU), None)
+        if (lead is not None and lead.norm in verbs and lead.norm not in shared_verbs()
+                and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted):
+            by[verbs[lead.norm]] += 2.0
+            boosted.add(verbs[lead.norm])

@@ -1,0 +1,209 @@
+"""The router on the patterns people write (issue 23), each with sentences written for this test — not corpus
+lines: a pattern is learnt when new sentences in it are read right.
+
+Each case: the text, the intent (the answer the person wanted), the services named, whether it is an order
+(a confirmation follows), and the typed arguments that matter.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.router import route
+from bot.understanding.markup import read
+from bot.understanding.names import service_aliases
+from config.loader import parse_config
+
+CFG = parse_config("""
+[[nodes]]
+name = "gpu-a"
+host = "h1"
+[[nodes]]
+name = "gpu-b"
+host = "h2"
+[[services]]
+name = "kimi"
+node = "gpu-a"
+unit = "vllm-kimi-k25-int4.service"
+[[services]]
+name = "qwen"
+node = "gpu-b"
+unit = "vllm-qwen3.service"
+""")
+ALIASES = service_aliases(CFG, {("kimi", "gpu-a"): ["kimi-k2.5", "/shared/kimi-k2.5-int4"],
+                                ("qwen", "gpu-b"): ["Qwen/Qwen3-32B"]})
+BOT = "U0BOT"
+
+
+def _read(text: str) -> tuple[str, list[str], bool, dict[str, object]]:
+    surface = "slack" if text.startswith("<@") else "terminal"
+    r = route(read(text, surface, BOT if surface == "slack" else None), CFG, ALIASES)
+    order = r.command.confirm and not r.asked and r.matched
+    args = {k: v for k, v in r.args.model_dump().items() if k in ("flag", "env", "value", "force", "negated") and v}
+    return (r.intent if r.matched else "unclear"), sorted(r.named_services), order, args
+
+
+def _case(text: str, intent: str, services: list[str], order: bool = False, **args: object) -> None:
+    got_intent, got_services, got_order, got_args = _read(text)
+    assert (got_intent, got_services, got_order) == (intent, sorted(services), order), text
+    assert all(got_args.get(k) == v for k, v in args.items()), (text, got_args)
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("is kimi healthy right now", ["kimi"]), ("everything green?", []), ("any alerts firing", []),
+    ("qwen looking ok?", ["qwen"]), ("<@U0BOT> any outages?", []), ("<@U0BOT> is the 32b degraded", ["qwen"]),
+    ("how's qwen", ["qwen"]), ("services ok?", []), ("<@U0BOT> all systems go?", []),
+])
+def test_states_and_health_are_the_status(text: str, services: list[str]) -> None:
+    _case(text, "status", services)
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("what's the time to first token for qwen", ["qwen"]), ("kimi's inter-token latency", ["kimi"]),
+    ("how many tokens per second does qwen generate", ["qwen"]), ("generation throughput kimi", ["kimi"]),
+    ("<@U0BOT> how quickly is the 32b answering", ["qwen"]), ("mean time per output token on kimi", ["kimi"]),
+])
+def test_metrics_by_their_long_names_are_throughput(text: str, services: list[str]) -> None:
+    _case(text, "throughput", services)
+
+
+@pytest.mark.parametrize(("text", "service", "force"), [
+    ("force-restart qwen", "qwen", True), ("hard-restart kimi pls", "kimi", False), ("re-start qwen", "qwen", False),
+    ("stop and start kimi", "kimi", False), ("power-cycle qwen", "qwen", False), ("give kimi a kick", "kimi", False),
+    ("do a clean restart of qwen", "qwen", False), ("<@U0BOT> trigger a restart of kimi", "kimi", False),
+    ("relaunch the 32b", "qwen", False), ("kick off a restart of kimi", "kimi", False),
+])
+def test_compound_restart_verbs_are_orders(text: str, service: str, force: bool) -> None:
+    _case(text, "restart", [service], order=True)
+    assert _read(text)[3].get("force", False) is force
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("restart kimi, or is that overkill?", ["kimi"]), ("restart qwen. is that ok?", ["qwen"]),
+    ("restart kimi unless someone objects", ["kimi"]), ("bounce qwen, good idea?", ["qwen"]),
+    ("restart kimi at the top of the hour", ["kimi"]), ("restart qwen around 5pm", ["qwen"]),
+    ("restart of kimi scheduled for tonight", ["kimi"]), ("restart kimi, said no one", ["kimi"]),
+    ("<@U0BOT> <@U07ABCDEF> can you bounce qwen", ["qwen"]), ("reinicia kimi más tarde", ["kimi"]),
+    ("tu peux redémarrer qwen demain ?", ["qwen"]), ("稍后重启 kimi", ["kimi"]), ("加载完之后再重启 qwen", ["qwen"]),
+])
+def test_doubt_time_and_someone_else_never_leave_an_order(text: str, services: list[str]) -> None:
+    intent, got, order, _ = _read(text)
+    assert not order and intent == "restarts" and got == services, text
+
+
+@pytest.mark.parametrize(("text", "service"), [
+    ("tu peux redémarrer kimi ?", "kimi"), ("pouvez-vous redémarrer qwen", "qwen"),
+    ("kannst du kimi neu starten?", "kimi"), ("¿puedes reiniciar qwen?", "qwen"), ("请重启 kimi", "kimi"),
+    ("qwenを再起動してください", "qwen"),
+])
+def test_polite_requests_in_other_languages_are_orders(text: str, service: str) -> None:
+    _case(text, "restart", [service], order=True)
+
+
+@pytest.mark.parametrize(("text", "intent", "services", "order"), [
+    ("kick the bench on qwen", "bench", ["qwen"], True), ("kick qwen, it's stuck", "restart", ["qwen"], True),
+    ("kick off the benchmark for kimi", "bench", ["kimi"], True),
+    ("don't run a bench on kimi", "bench", ["kimi"], False),
+])
+def test_a_verb_several_orders_share_is_the_order_its_object_names(text: str, intent: str, services: list[str],
+                                                                   order: bool) -> None:
+    _case(text, intent, services, order=order)
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("how many times has kimi restarted", ["kimi"]), ("NRestarts on qwen?", ["qwen"]),
+    ("when was the last time kimi restarted", ["kimi"]), ("did qwen go down and come back overnight", ["qwen"]),
+    ("will a restart fix kimi's latency", ["kimi"]), ("if I restart qwen will it lose the cache", ["qwen"]),
+    ("does kimi come back by itself if it crashes", ["kimi"]),
+])
+def test_restart_history_and_what_ifs_are_the_restart_information(text: str, services: list[str]) -> None:
+    _case(text, "restarts", services)
+
+
+@pytest.mark.parametrize(("text", "service", "flag", "value"), [
+    ("how much context does kimi support", "kimi", "max-model-len", None),
+    ("is custom allreduce off on qwen", "qwen", "disable-custom-all-reduce", None),
+    ("mem utilization kimi", "kimi", "gpu-memory-utilization", None),
+    ("<@U0BOT> what precision is the kv cache of qwen in", "qwen", "kv-cache-dtype", None),
+    ("how many gpus does kimi shard over", "kimi", "tensor-parallel-size", None),
+    ("is kimi at 64k context", "kimi", "max-model-len", "65536"), ("qwen 32k?", "qwen", "max-model-len", "32768"),
+    ("is qwen running with 90% mem util", "qwen", "gpu-memory-utilization", "0.9"),
+    ("tp4 on kimi?", "kimi", "tensor-parallel-size", "4"), ("is qwen on fp16?", "qwen", "dtype", "float16"),
+    ("is the kv cache fp8 on kimi", "kimi", "kv-cache-dtype", "fp8"),
+])
+def test_flags_by_what_they_do_and_values_as_the_flag_takes_them(text: str, service: str, flag: str,
+                                                                 value: str | None) -> None:
+    _case(text, "flag", [service], flag=flag, **({"value": value} if value else {}))
+
+
+def test_memory_utilization_of_a_node_is_the_gpus() -> None:
+    intent, _, _, args = _read("memory utilization on gpu-b")
+    assert intent == "gpus" and not args
+
+
+@pytest.mark.parametrize(("text", "services", "env"), [
+    ("is NCCL_P2P_DISABLE set in the env for kimi", ["kimi"], "NCCL_P2P_DISABLE"),
+    ("is the hf token in qwen's environment", ["qwen"], "HF_TOKEN"),
+    ("is hf_transfer enabled on kimi", ["kimi"], "HF_HUB_ENABLE_HF_TRANSFER"),
+    ("is the engine ready timeout set for qwen", ["qwen"], "VLLM_ENGINE_READY_TIMEOUT_S"),
+])
+def test_environment_questions(text: str, services: list[str], env: str) -> None:
+    _case(text, "flag", services, env=env)
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("how do the two boxes differ in nccl env", []), ("how does kimi's config differ from qwen's", ["kimi", "qwen"]),
+    ("line up kimi and qwen flags", ["kimi", "qwen"]),
+])
+def test_comparisons(text: str, services: list[str]) -> None:
+    _case(text, "compare", services)
+
+
+@pytest.mark.parametrize("text", ["what have you done today", "show your recent actions", "history of bot commands",
+                                  "<@U0BOT> who used the bot to silence kimi"])
+def test_what_the_bot_itself_did_is_the_audit(text: str) -> None:
+    assert _read(text)[0] == "audit", text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("what's new on kimi since yesterday", ["kimi"]), ("anything new with qwen's config since friday", ["qwen"]),
+])
+def test_whats_new_since_is_the_changes(text: str, services: list[str]) -> None:
+    _case(text, "changes", services)
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("sam bounced kimi at 3. is it back?", "status", ["kimi"]),
+    ("<@U0BOT> <@U05ANIKA2> restarted qwen this morning, what's the tok/s now", "throughput", ["qwen"]),
+    ("i just restarted qwen by hand, is it up?", "status", ["qwen"]),
+    ("is qwen up and what's its context length", "status", ["qwen"]),
+    ("what's kimi's tp and is it healthy", "flag", ["kimi"]),
+    ("qwen logs and gpu temps on gpu-b", "logs", ["qwen"]),
+])
+def test_the_question_decides_and_the_first_question_wins(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize(("text", "services"), [("is the 32b up", ["qwen"]), ("how's k25 doing", ["kimi"]),
+                                                ("is the int4 one loaded", ["kimi"]), ("the 1T model status", [])])
+def test_model_nicknames(text: str, services: list[str]) -> None:
+    _case(text, "status", services)
+
+
+@pytest.mark.parametrize(("text", "intent", "services", "args"), [
+    ("is the load format set to safetensors on kimi", "flag", ["kimi"],
+     {"flag": "load-format", "value": "safetensors"}),
+    ("max cudagraph capture size on qwen", "flag", ["qwen"], {"flag": "max-cudagraph-capture-size"}),
+    ("is the api key env var set on qwen", "flag", ["qwen"], {"env": "VLLM_API_KEY"}),
+    ("--help", "help", [], {}), ("tout est au vert ?", "status", [], {}), ("logs k2", "logs", ["kimi"], {}),
+    ("plot the benchmark results for qwen", "chart_bench", ["qwen"], {}),
+    ("kimi came back by itself. no restart needed", "restarts", ["kimi"], {"negated": True}),
+])
+def test_more_ways_of_writing(text: str, intent: str, services: list[str], args: dict[str, object]) -> None:
+    _case(text, intent, services, **args)
+
+
+def test_a_question_about_doing_an_order_is_understood_as_it_and_starts_nothing() -> None:
+    for text in ("should we bench kimi again", "what if we silenced qwen for the migration"):
+        intent, _, order, _ = _read(text)
+        assert intent in ("bench", "silence") and not order, text
