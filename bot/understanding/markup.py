@@ -51,6 +51,7 @@ class Message:
     emoji: tuple[str, ...] = ()
     surface: Surface = "terminal"
     to_other: bool = False  # it starts with another person's mention: addressed to them, not to the bot
+    raw: str = ""  # as it arrived (a settings change's values are taken from it as typed: change_words.py)
 
     @property
     def plain(self) -> str:
@@ -101,7 +102,8 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention is addressed
     to them (without the id, any leading mention but the first of several counts as the bot's).
     """
-    text = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n").replace("\u2019", "'").replace("\u2018", "'")
+    text = raw = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n")
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
     lead = _LEADING_USER.match(text)
     to_other = bool(lead) and bot_user_id is not None and lead is not None and lead.group(1) != bot_user_id
     emoji: list[str] = []
@@ -125,7 +127,7 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     _lines(unescape(text[pos:]), segments)
     cleaned = tuple(Segment(_BOLD.sub(r"\1", _ITALIC.sub(r"\1", s.text)) if not s.code else s.text,
                             s.quoted, s.code, s.struck) for s in segments if s.text)
-    return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other)
+    return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other, raw=raw)
 
 
 def _lines(text: str, out: list[Segment]) -> None:

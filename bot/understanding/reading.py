@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
-from bot.understanding import arguments, lexicon, orders, scoring, settings_words
+from bot.understanding import arguments, change_words, lexicon, orders, scoring, settings_words
 from bot.understanding.commands_text import command_text
 from bot.understanding.markup import Message
 from bot.understanding.names import Aliases, NameIndex, Target
@@ -48,9 +48,9 @@ _EVERYTHING = frozenset({"prod", "production", "staging", "infra", "cluster", "f
                          "both", "everyone", "anything", "anywhere"})
 # An order's answer when the message is not one.
 _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "unsilence": "status",
-            "unlock": "restarts"}
+            "unlock": "restarts", "change": "flag", "revert": "changes"}
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
-         "unlock": "clear the restart lock of"}
+         "unlock": "clear the restart lock of", "change": "change the settings of", "revert": "revert"}
 _SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from"})
 _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
                            "then"})
@@ -432,6 +432,15 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     reading.services, reading.nodes, reading.explicit_target = services, nodes, explicit
     reading.named_services = list(dict.fromkeys(s.name for t in chosen for s in t.services))
     reading.named_nodes = list(dict.fromkeys(n.name for t in chosen for n in t.nodes))
+    change = change_words.read(message, w, found.tokens, index.find)  # a settings change is read by its shape
+    if change is not None and change.decision in ("order", "ask"):
+        if change.targets:
+            reading.services, reading.nodes, reading.explicit_target = _targets(config, change.targets)
+        reading.unknown = change.unknown_of(reading.unknown)  # its values are not names
+        said = change_words.understood(change, setting, reading.services, reading.explicit_target, reading.unknown)
+        reading.command, reading.intent, reading.score = command(said.command), said.command, 9.0
+        reading.args, reading.asked, reading.note, reading.offers = said.args, said.asked, said.note, said.offers
+        return reading
 
     if not best or best[0][1] < 1.0:
         return _unplaced(reading, w, best)
@@ -567,3 +576,4 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, t
             names = ", ".join(dict.fromkeys(s.name for s in reading.services)) or "none configured"
             reading.note = (f"Did you want me to {_VERB[order_name]} a service? Name it: "
                             f"`{command_text(order_name, [], [])} SERVICE` (services: {names}).")
+
