@@ -1,0 +1,166 @@
+"""A settings change through the whole conversation, on the simulated node behind a real sshd, with the real store
+and scheduler (issue 25): asked in words, a preflight and a preview before anyone confirms, the restart's guard,
+the apply (inferbot's drop-in, written through the real remote templates, loaded by the simulated systemd), the
+verification, the automatic rollback, the revert, the history, and a bot killed in the middle.
+
+The truth is the node: the simulated process's ``/proc/<pid>/cmdline`` and ``environ`` and the files on disk. A
+``Bot`` here is one bot process (``tests/test_restart.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.models import BotConfig
+from handlers.reply import Reply
+from services.mentions import plain
+from services.sim.node import SimNode
+from services.sim.scenarios import KIMI_UNIT
+from tests.conftest import MakeCluster, SimCluster
+from tests.test_change_sim import proc_argv
+from tests.test_restart import ALICE, BOB, EVE, NOTIFY, OPS, THREAD, Bot, access, bot, kimi, notices, until
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+KEPT = "✅ change #{n} on kimi kept — verified for"
+
+
+async def change_cluster(make_cluster: MakeCluster, *, changes: dict[str, Any] | None = None,
+                         access_: dict[str, Any] | None = None, nodes: tuple[str, ...] = ("gpu-a",)) -> SimCluster:
+    """Kimi on the given simulated nodes, changes enabled with a short verify window, drop-ins under each root."""
+    cluster = await make_cluster({n: kimi() for n in nodes}, access=access_ or access(cooldown="0s"),
+                                 notify={"channel": NOTIFY},
+                                 watch={"poll": "0.2s", "interval": "0.3s", "max_load": "60s", "unhealthy_polls": 2})
+    data = cluster.config.model_dump()
+    for svc in data["services"]:
+        sim = cluster.sims[svc["node"]]
+        svc["changes"] = {"enabled": True, "dropin": f"{sim.unit_dir}/{KIMI_UNIT}.d/90-inferbot.conf",
+                          "verify_window": "1s", **(changes or {})}
+    cluster.config = BotConfig.model_validate(data)
+    for n in nodes:
+        await cluster.sims[n].wait_for(KIMI_UNIT, "ready", 45)
+    return cluster
+
+
+def dropin(cluster: SimCluster, node: str = "gpu-a") -> Path:
+    return Path(cluster.config.service("kimi", node).dropin_path())  # type: ignore[union-attr]
+
+
+def argv_of(sim: SimNode) -> list[str]:
+    return proc_argv(sim.state(KIMI_UNIT).main_pid)
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+async def ask_change(b: Bot, text: str, user: str = ALICE) -> Reply:
+    reply = await b.ask(text, user)
+    assert reply.ok, (reply.title, reply.error, [s.text for s in reply.sections])
+    assert [a.action_id for a in reply.actions] == ["restart_confirm", "restart_cancel"]
+    return reply
+
+
+def events(rows: list[Any]) -> list[str]:
+    return [e.event for e in rows]
+
+
+async def test_a_change_is_previewed_applied_verified_and_kept(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    operator_argv = argv_of(sim)
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set max-num-seqs 256 on kimi")
+        change = reply.data["change"]
+        assert reply.intent == "change" and change["id"] == 1 and change["state"] == "pending"
+        assert change["diff"] == [{"kind": "flag", "key": "max-num-seqs", "old": None, "new": "256"}]
+        assert [s["name"] for s in change["preflight"]] == ["allowed", "secrets", "flags", "unit", "parser", "gpus",
+                                                           "port", "changes"]
+        text = "\n".join(plain(s.text or "") + " " + " ".join(" ".join(r) for r in s.rows) for s in reply.sections)
+        assert "change #1" in text and "a restart:" in text and "vLLM 0.20.1's own parser on gpu-a" in \
+            " ".join(s.title or "" for s in reply.sections)
+        assert any(s.kind == "code" and "--max-num-seqs 256" in (s.text or "") for s in reply.sections)
+        assert any(s.kind == "code" and str(dropin(cluster)) in (s.title or "") for s in reply.sections)
+        assert not dropin(cluster).exists()  # nothing is written before a confirmation
+        out = await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        assert out.executed and out.message is not None and "drop-in is written" in out.message.data["notice"]
+        await until(lambda: bool(notices(b, KEPT.format(n=1), NOTIFY)), 60, "the kept notice")
+        assert len(notices(b, KEPT.format(n=1), OPS, THREAD)) == 1
+        assert flag(argv_of(sim), "--max-num-seqs") == "256"
+        assert dropin(cluster).exists() and "inferbot-delta" in dropin(cluster).read_text()
+        store = b.rt.store
+        assert store is not None
+        ch = await store.changes.get(str(reply.data["request_id"]))
+        assert ch is not None and ch.state == "kept" and [s.state for s in ch.steps] == ["kept"]
+        audit = events(await store.audit.recent("kimi", limit=100))
+        for ev in ("change.requested", "change.confirmed", "change.applied", "change.verified"):
+            assert ev in audit, audit
+        await until(lambda: False if store is None else True, 1)
+        # The history lists it: who asked, who confirmed, the difference, the outcome.
+        history = await b.ask("what changed on kimi?")
+        settings = history.data["settings_changes"]
+        assert settings[0]["id"] == 1 and settings[0]["requested_by"] == ALICE and settings[0]["confirmed_by"] == BOB
+        assert settings[0]["state"] == "kept" and settings[0]["diff"] == change["diff"]
+        # Revert: back to the operator's unit, guarded the same way.
+        reply = await ask_change(b, "revert kimi")
+        assert reply.intent == "revert" and reply.data["change"]["op"] == "revert"
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, "kimi is back on the operator's unit", NOTIFY)), 60, "the revert")
+        assert not dropin(cluster).exists() and argv_of(sim) == operator_argv
+        assert "change.reverted" in events(await store.audit.recent("kimi", limit=100))
+
+
+async def test_a_value_the_simulated_vllm_refuses_rolls_back(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    # This node's vLLM parser cannot be loaded: the preflight checks with inferbot's table only, which lets
+    # "auto" through; the (simulated) vLLM refuses it at start-up.
+    for p in sim.root.glob("opt/vllm/venv/lib/python*/site-packages/vllm/entrypoints/openai/cli_args.py"):
+        p.unlink()
+    operator_argv = argv_of(sim)
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set --max-model-len auto on kimi")
+        steps = {s["name"]: s["status"] for s in reply.data["change"]["preflight"]}
+        assert steps["parser"] == "skipped"
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        failed = "❌ change #1 on kimi failed: the load failed"
+        await until(lambda: bool(notices(b, "kimi is back on its previous settings", NOTIFY)), 60, "the rollback")
+        said = notices(b, failed, NOTIFY)
+        assert len(said) == 1 and "— ↩️ rolling back to the settings of " in said[0], b.notifier.texts(NOTIFY)
+        assert notices(b, "✅ kimi is back on its previous settings — loaded in", OPS, THREAD)
+        assert argv_of(sim) == operator_argv and not dropin(cluster).exists()
+        store = b.rt.store
+        assert store is not None
+        audit = events(await store.audit.recent("kimi", limit=100))
+        assert "change.failed" in audit and "change.rolled_back" in audit
+        ch = await store.changes.get(str(reply.data["request_id"]))
+        assert ch is not None and ch.state == "rolled_back"
+        # The next change is accepted now.
+        again = await ask_change(b, "set max-num-seqs 128 on kimi")
+        assert again.data["change"]["id"] == 2
+
+
+async def test_a_typo_and_a_secret_are_refused_before_anything_is_written(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster)
+    async with bot(cluster.config) as b:
+        r = await b.ask("set max-num-seq 256 on kimi")
+        assert not r.ok and not r.actions and "did you mean --max-num-seqs" in str(r.error)
+        r = await b.ask("set --api-key sk-live-abcdef0123456789 on kimi")
+        assert not r.ok and "set secrets on the node, not in chat" in str(r.error)
+        assert "sk-live-abcdef0123456789" not in json.dumps(r.data) + str(r.error) + str(r.sections)
+        r = await b.ask("set env HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz012345 on kimi")
+        assert not r.ok and "set secrets on the node, not in chat" in str(r.error)
+        r = await b.ask("set max-num-seqs 256 on kimi", user=EVE)
+        assert not r.ok and "not allowed" in str(r.error)
+        assert not dropin(cluster).exists()
+        store = b.rt.store
+        assert store is not None
+        refused = [e for e in await store.audit.recent("kimi", limit=100) if e.event == "change.refused"]
+        assert len(refused) == 4
+        everything = json.dumps([e.model_dump(mode="json") for e in await store.audit.recent(limit=200)])
+        everything += json.dumps([c.model_dump(mode="json") for c in await store.changes.recent()])
+        assert "sk-live-abcdef0123456789" not in everything and "hf_abcdefghijklmnopqrstuvwxyz012345" not in everything
