@@ -9,6 +9,7 @@ The truth is the node: the simulated process's ``/proc/<pid>/cmdline`` and ``env
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from services.mentions import plain
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
-from tests.test_change_sim import proc_argv
+from tests.test_change_sim import proc_argv, proc_env
 from tests.test_restart import ALICE, BOB, EVE, NOTIFY, OPS, THREAD, Bot, access, bot, kimi, notices, until
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -48,6 +49,10 @@ async def change_cluster(make_cluster: MakeCluster, *, changes: dict[str, Any] |
 
 def dropin(cluster: SimCluster, node: str = "gpu-a") -> Path:
     return Path(cluster.config.service("kimi", node).dropin_path())  # type: ignore[union-attr]
+
+
+def file_bytes(path: Path) -> bytes:
+    return path.read_bytes()
 
 
 def argv_of(sim: SimNode) -> list[str]:
@@ -164,3 +169,181 @@ async def test_a_typo_and_a_secret_are_refused_before_anything_is_written(make_c
         everything = json.dumps([e.model_dump(mode="json") for e in await store.audit.recent(limit=200)])
         everything += json.dumps([c.model_dump(mode="json") for c in await store.changes.recent()])
         assert "sk-live-abcdef0123456789" not in everything and "hf_abcdefghijklmnopqrstuvwxyz012345" not in everything
+
+
+async def step_state(b: Bot, change_id: str, node: str = "gpu-a") -> str:
+    store = b.rt.store
+    assert store is not None
+    ch = await store.changes.get(change_id)
+    assert ch is not None
+    return next(s.state for s in ch.steps if s.node == node)
+
+
+async def until_step(b: Bot, change_id: str, state: str, within: float = 60.0) -> None:
+    seen: list[str] = []
+
+    async def check() -> bool:
+        seen.append(await step_state(b, change_id))
+        return seen[-1] == state
+
+    deadline = asyncio.get_running_loop().time() + within
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, f"wanted {state}, saw {seen[-5:]}"
+        await asyncio.sleep(0.05)
+
+
+HARD = {  # what a naive quoter gets wrong: spaces, both quotes, %, $, ${X}, backslashes, nested JSON
+    "--chat-template": 'it\'s "quoted" 100% $HOME ${PORT} back\\slash',
+    "--hf-overrides": '{"rope_scaling": {"type": "yarn", "note": "50% of $X and \\"q\\""}}',
+}
+HARD_ENV = ("WEIRD", 'a  b "c" 100% $X ${Y} \\back')
+
+
+def hard_message() -> str:
+    """The change as a person types it in chat, each value quoted shell-style."""
+    def q(v: str) -> str:
+        return "'" + v.replace("'", "'\"'\"'") + "'"
+
+    return ("set " + " ".join(f"{k} {q(v)}" for k, v in HARD.items()) + f" env {HARD_ENV[0]}={q(HARD_ENV[1])}"
+            " on kimi")
+
+
+async def test_hard_values_reach_the_process_and_the_operators_dropin_survives(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster, changes={"verify_window": "3s"})
+    sim = cluster.sims["gpu-a"]
+    operator = "[Service]\nEnvironment=OPERATOR=kept \"SPACED=x y\"\n"
+    sim.edit_unit(KIMI_UNIT, operator, drop_in="10-operator.conf")
+    await sim.daemon_reload()
+    operator_file = Path(f"{sim.unit_dir}/{KIMI_UNIT}.d/10-operator.conf")
+    written = file_bytes(operator_file)
+    async with bot(cluster.config, watch=True) as b:
+        reply = await ask_change(b, hard_message())
+        rid = str(reply.data["request_id"])
+        await b.click("restart_confirm", rid, user=BOB)
+        await until_step(b, rid, "verifying")
+        argv, env = argv_of(sim), proc_env(sim.state(KIMI_UNIT).main_pid)
+        assert {k: flag(argv, k) for k in HARD} == HARD
+        assert env[HARD_ENV[0]] == HARD_ENV[1]
+        assert env["OPERATOR"] == "kept" and env["SPACED"] == "x y"  # the operator's drop-in still applies
+        # A crash inside the verify window: the change is rolled back, the operator's drop-in untouched.
+        await sim.crash(KIMI_UNIT)
+        await until(lambda: bool(notices(b, "kimi is back on its previous settings", NOTIFY)), 60, "the rollback")
+        failed = notices(b, "❌ change #1 on kimi failed:", NOTIFY)
+        assert len(failed) == 1 and "within the verify window" in failed[0] and "↩️ rolling back" in failed[0]
+        await sim.wait_for(KIMI_UNIT, "ready", 45)
+        env = proc_env(sim.state(KIMI_UNIT).main_pid)
+        assert HARD_ENV[0] not in env and env["OPERATOR"] == "kept"
+        assert "--chat-template" not in argv_of(sim) and not dropin(cluster).exists()
+        assert file_bytes(operator_file) == written
+        await asyncio.sleep(1.0)  # a few more ticks and polls: nothing is posted twice
+        assert len(notices(b, "❌ change #1 on kimi failed:", NOTIFY)) == 1
+        assert len(notices(b, "kimi is back on its previous settings", NOTIFY)) == 1
+        # A second change, then a revert: the operator's drop-in is still there, byte for byte.
+        reply = await ask_change(b, "set max-num-seqs 128 on kimi")
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, KEPT.format(n=2), NOTIFY)), 60, "change #2 kept")
+        reply = await ask_change(b, "revert kimi")
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, "kimi is back on the operator's unit", NOTIFY)), 60, "the revert")
+        assert not dropin(cluster).exists() and file_bytes(operator_file) == written
+        assert proc_env(sim.state(KIMI_UNIT).main_pid)["OPERATOR"] == "kept"
+
+
+async def test_the_two_person_rule_and_a_click_by_someone_not_allowed(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster, access_=access(cooldown="0s", require_second_person=True))
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set max-num-seqs 256 on kimi")
+        rid = str(reply.data["request_id"])
+        out = await b.click("restart_confirm", rid, user=ALICE)
+        assert not out.executed and "two-person rule" in str(out.ephemeral)
+        out = await b.click("restart_confirm", rid, user=EVE)
+        assert not out.executed and str(out.ephemeral).startswith("not allowed")
+        assert not dropin(cluster).exists() and b.restarts_run() == []
+        assert await step_state(b, rid) == "waiting"
+        out = await b.click("restart_confirm", rid, user=BOB)
+        assert out.executed
+        await until(lambda: bool(notices(b, KEPT.format(n=1), NOTIFY)), 60, "kept")
+        assert len(b.restarts_run()) == 1
+
+
+async def test_a_bot_stopped_mid_change_is_finished_by_the_next_once(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster, changes={"verify_window": "2s"})
+    sim = cluster.sims["gpu-a"]
+    async with bot(cluster.config) as first:
+        reply = await ask_change(first, "set max-num-seqs 256 on kimi")
+        rid = str(reply.data["request_id"])
+        await first.click("restart_confirm", rid, user=BOB)
+        await until_step(first, rid, "verifying")
+    # The first bot is gone mid-verification; the next one carries the same change on to its end, once.
+    async with bot(cluster.config) as second:
+        await until(lambda: bool(notices(second, KEPT.format(n=1), NOTIFY)), 60, "kept by the second bot")
+        await asyncio.sleep(1.0)
+        kept = notices(first, KEPT.format(n=1)) + notices(second, KEPT.format(n=1))
+        assert len(kept) == 2, kept  # the thread and the notify channel, once each
+        assert first.restarts_run() and not second.restarts_run()
+        assert flag(argv_of(sim), "--max-num-seqs") == "256"
+        store = second.rt.store
+        assert store is not None
+        req = await store.requests.get(rid)
+        assert req is not None and req.state == "done"
+        verified = [e for e in await store.audit.recent("kimi", limit=100) if e.event == "change.verified"]
+        assert len(verified) == 1
+
+
+async def test_rollback_off_and_a_write_the_node_refuses(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster, changes={"rollback": False})
+    sim = cluster.sims["gpu-a"]
+    for p in sim.root.glob("opt/vllm/venv/lib/python*/site-packages/vllm/entrypoints/openai/cli_args.py"):
+        p.unlink()
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set --max-model-len auto on kimi")
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, "❌ change #1 on kimi failed:", NOTIFY)), 60, "the failure")
+        said = notices(b, "❌ change #1 on kimi failed:", NOTIFY)[0]
+        assert "rollback is off" in said and "rolling back" not in said
+        assert dropin(cluster).exists()  # left as it is, as configured
+    # Without sudo nothing can be written: nothing is restarted, and it says so.
+    cluster2 = await change_cluster(make_cluster)
+    sim2 = cluster2.sims["gpu-a"]
+    pid = sim2.state(KIMI_UNIT).main_pid
+    async with bot(cluster2.config) as b:
+        reply = await ask_change(b, "set max-num-seqs 256 on kimi")
+        sim2.set_sudo_allowed(False)
+        out = await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        assert out.message is not None and "failed: writing the change failed" in out.message.data["notice"]
+        await until(lambda: bool(notices(b, "nothing was restarted", NOTIFY)), 30, "the notice")
+        assert b.restarts_run() == [] and sim2.state(KIMI_UNIT).main_pid == pid
+
+
+async def test_many_nodes_one_first_then_the_others_and_a_stop_at_the_first_failure(
+        make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster, nodes=("gpu-a", "gpu-b"))
+    a, b_node = cluster.sims["gpu-a"], cluster.sims["gpu-b"]
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set max-num-seqs 256 on kimi")
+        assert reply.data["change"]["nodes"] == ["gpu-a", "gpu-b"]
+        assert {s["node"] for s in reply.data["change"]["preflight"]} == {"gpu-a", "gpu-b"}
+        rid = str(reply.data["request_id"])
+        await b.click("restart_confirm", rid, user=BOB)
+        assert await step_state(b, rid, "gpu-b") == "waiting"  # gpu-a first
+        await until(lambda: bool(notices(b, KEPT.format(n=1), NOTIFY)), 90, "kept on both")
+        assert "on gpu-a, gpu-b" in notices(b, KEPT.format(n=1), NOTIFY)[0]
+        assert flag(argv_of(a), "--max-num-seqs") == "256" and flag(argv_of(b_node), "--max-num-seqs") == "256"
+        store = b.rt.store
+        assert store is not None
+        rows = sorted(await store.audit.recent("kimi", limit=100), key=lambda e: e.at)
+        order = [(e.event, e.node) for e in rows if e.event in ("change.applied", "change.verified")]
+        assert order == [("change.applied", "gpu-a"), ("change.verified", "gpu-a"), ("change.applied", "gpu-b"),
+                         ("change.verified", "gpu-b")]
+        # A change that fails on the first node goes no further.
+        for sim in (a, b_node):
+            for p in sim.root.glob("opt/vllm/venv/lib/python*/site-packages/vllm/entrypoints/openai/cli_args.py"):
+                p.unlink()
+        pid_b = b_node.state(KIMI_UNIT).main_pid
+        reply = await ask_change(b, "set --max-model-len auto on kimi")
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, "❌ change #2 on kimi stopped at its first failure", NOTIFY)), 90,
+                    "the stop")
+        said = notices(b, "❌ change #2 on kimi stopped", NOTIFY)[0]
+        assert "rolled back on gpu-a" in said and "not applied on gpu-b" in said
+        assert b_node.state(KIMI_UNIT).main_pid == pid_b
