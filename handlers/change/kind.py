@@ -16,7 +16,7 @@ from config.models import Service
 from handlers.change import machine
 from handlers.change.guard import change_lock, in_flight_words, running_change, where_it_is
 from handlers.change.preview import prepare
-from handlers.change.words import label
+from handlers.change.words import label, refused_data
 from handlers.common import fmt_duration
 from handlers.confirmable.flow import ask
 from handlers.confirmable.kind import (
@@ -41,7 +41,10 @@ from services.store.records import ConfirmableRequest
 
 NEVER_STARTED_S = 600.0
 """A confirmed change whose process stopped before it was applied fails after this long."""
-_TERMINAL = "refused: from the terminal, use `inferbot {command} {service}` (it asks you to type the name back)"
+_TERMINAL = {"change": "refused: from the terminal, use `inferbot change {service} --set NAME=VALUE` (also --unset "
+                       "NAME, --env NAME=VALUE, --unset-env NAME; it asks you to type the name back)",
+             "revert": "refused: from the terminal, use `inferbot revert {service}` (it asks you to type the name "
+                       "back)"}
 
 
 class ChangeKind:
@@ -56,7 +59,7 @@ class ChangeKind:
         self.op, self.nodes, self.spec = op, nodes, spec
         command = "revert" if op == "revert" else "change"
         self.words = Words(title=command.capitalize(), verb=command, command="revert" if op == "revert" else "set",
-                           confirmers="people allowed to restart", elsewhere=_TERMINAL.replace("{command}", command))
+                           confirmers="people allowed to restart", elsewhere=_TERMINAL[command])
 
     async def prepare(self, ctx: Context, asked: Asked) -> Preview | str | Refusal:
         """The restart's checks on every node, the change, the preflight, and the preview."""
@@ -145,6 +148,10 @@ async def _ask(ctx: Context, req: Request, op: str) -> Reply:
     kind = ChangeKind(op, nodes)
     one = replace(req, services=req.services[:1]) if nodes else req
     reply = await ask(ctx, kind, one)
+    if "change" not in reply.data:  # refused before the change's own checks (who, where, which service)
+        first = one.services[0] if one.services else None
+        reply.data["change"] = refused_data(op, first.name if first else "", first.node if first else "",
+                                            reply.error or "refused")
     return reply.model_copy(update={"intent": op})
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from config.models import Service
 from handlers.change.guard import in_flight_words, running_change
-from handlers.change.words import change_data, diff_line, diff_rows
+from handlers.change.words import change_data, diff_line, diff_rows, refused_data
 from handlers.common import fmt_duration
 from handlers.confirmable.flow import new_id
 from handlers.confirmable.kind import Asked, Preview, Refusal
@@ -20,7 +20,7 @@ from handlers.context import Args, Context, require_store
 from handlers.notify import groups_of
 from handlers.reply import Section
 from handlers.restart import impact, state_checks
-from handlers.restart_diff import leftover_section
+from handlers.restart_diff import NO_CHANGES, leftover_section
 from services import mentions
 from services.access import check_restart_access
 from services.change.catalogue import table_for
@@ -164,11 +164,9 @@ async def prepare(ctx: Context, asked: Asked, op: str, nodes: Sequence[str],
 def _spec_refusal(service: Service, found: SpecError) -> Refusal:
     """What the person typed is not a change (a typo, unbalanced quotes, a value of the wrong type)."""
     text = f"refused: {found.message} — nothing was written and nobody is asked"
-    step = {"node": service.node, "name": "flags", "status": "failed", "detail": found.message}
-    change = {"id": None, "request_id": None, "op": "change", "service": service.name, "node": service.node,
-              "nodes": [service.node], "diff": [], "preflight": [step], "checked_with": "", "state": "refused",
-              "outcome": found.message, "suggestions": found.suggestions}
-    data: dict[str, object] = {"change": change}
+    step: dict[str, object] = {"node": service.node, "name": "flags", "status": "failed", "detail": found.message}
+    data: dict[str, object] = {"change": refused_data("change", service.name, service.node, found.message, [step],
+                                                      suggestions=found.suggestions)}
     return Refusal(text, data=data)
 
 
@@ -203,7 +201,7 @@ async def _preview(ctx: Context, ch: ChangeRecord, services: Sequence[Service], 
     text = (f"{mentions.user(ctx.asker.user_id)} asked to {what.format(service.name)} on *{service.node}* — "
             f"change #{ch.number}: {diff_line(ch)}. The cost: {cost}; {unavailable}.")
     sections = [Section(kind="text", text=text),
-                Section(kind="table", title="What changes", headers=["", "name", "before", "after"],
+                Section(kind="table", title="What changes", headers=["what", "name", "before", "after"],
                         rows=diff_rows(ch)),
                 _steps_section(pfs, f"Preflight — checked with {pfs[0].checked_with}"),
                 Section(kind="code", title="The new command line (redacted)", text=" ".join(plan.command))]
@@ -212,7 +210,8 @@ async def _preview(ctx: Context, ch: ChangeRecord, services: Sequence[Service], 
                                 text=plan.dropin_shown))
     else:
         sections.append(Section(kind="text", text=f"inferbot's drop-in {plan.dropin_path} is removed."))
-    sections.append(Section(kind="fields", fields=[*fields, ("cost", cost), ("then", _then(service, services))]))
+    sections.append(Section(kind="fields", fields=[*_restart_fields(fields), ("cost", cost),
+                                                   ("then", _then(service, services))]))
     for s, sst in zip(services, states, strict=True):
         sections += leftover_section(sst, s)[0]
     sections += [Section(kind="context", text=note) for note in plan.notes]
@@ -222,6 +221,18 @@ async def _preview(ctx: Context, ch: ChangeRecord, services: Sequence[Service], 
             "require_second_person": policy.require_second_person}
     return Preview(sections=sections, data=data, detail=f"change #{ch.number}: {diff_line(ch)}; {unavailable}",
                    request_id=ch.id)
+
+
+def _restart_fields(fields: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The restart confirmation's facts, for a change: what the unit on disk already changes besides it."""
+    out: list[tuple[str, str]] = []
+    for key, value in fields:
+        if key == "this restart applies":
+            if value == NO_CHANGES:
+                continue
+            key = "also applied (the unit on disk)"
+        out.append((key, value))
+    return out
 
 
 def _then(service: Service, services: Sequence[Service]) -> str:

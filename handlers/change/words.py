@@ -142,3 +142,12 @@ def change_data(ch: ChangeRecord, req: ConfirmableRequest | None) -> dict[str, o
         "steps": [{"node": s.node, "state": s.state, "reason": s.reason, "load_s": s.load_s, "back_s": s.back_s,
                    "ready_at": _iso(s.ready_at)} for s in ch.steps],
     }
+
+
+def refused_data(op: str, service: str, node: str, reason: str, preflight: list[dict[str, object]] | None = None,
+                 **more: object) -> dict[str, object]:
+    """``data.change`` of a change refused before it got a number (who may, where, a typo): the same keys."""
+    return {"id": None, "request_id": None, "op": op, "service": service, "node": node, "nodes": [node], "diff": [],
+            "preflight": preflight or [], "checked_with": "", "state": "refused", "outcome": reason,
+            "requested_by": None, "confirmed_by": None, "created_at": None, "finished_at": None, "duration_s": None,
+            "steps": [], **more}
