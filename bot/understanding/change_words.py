@@ -62,12 +62,13 @@ class ChangeOrder:
 
 def _as_typed(message: Message) -> str:
     """The message as the person typed it: values keep every character (``*``, ``_``, ``:x:``); Slack's escapes,
-    links and mentions undone, code marks dropped, typographic quotes straightened."""
+    links and mentions undone, code marks outside quotes dropped, typographic quotes straightened."""
     text = message.raw or message.plain
     if message.surface == "slack":
         text = _LINK.sub(lambda m: m.group(2) or m.group(1), _MENTION.sub(" ", text))
         text = html.unescape(text)
-    return text.replace("`", "").translate(_QUOTES)
+    # Code marks around the change go; a backtick inside a quoted value is the value's.
+    return _outside_quotes(text.translate(_QUOTES), lambda part: part.replace("`", ""))
 
 
 def lead_verb(w: Words, names: set[int]) -> Token | None:
