@@ -51,7 +51,7 @@ class ChangeOrder:
 
     def unknown_of(self, found: Sequence[str]) -> list[str]:
         """The message's unknown names that are this change's target (its values are no names)."""
-        return [*(u for u in found if u in self.target_words), *self.unknown]
+        return list(dict.fromkeys([*(u for u in found if u in self.target_words), *self.unknown]))
 
     @property
     def change_verb(self) -> ChangeVerb | None:
@@ -62,13 +62,13 @@ class ChangeOrder:
 
 def _as_typed(message: Message) -> str:
     """The message as the person typed it: values keep every character (``*``, ``_``, ``:x:``); Slack's escapes,
-    links and mentions undone, code marks outside quotes dropped, typographic quotes straightened."""
+    links and mentions undone; outside quoted values, code marks dropped and typographic quotes straightened."""
     text = message.raw or message.plain
     if message.surface == "slack":
         text = _LINK.sub(lambda m: m.group(2) or m.group(1), _MENTION.sub(" ", text))
         text = html.unescape(text)
     # Code marks around the change go; a backtick inside a quoted value is the value's.
-    return _outside_quotes(text.translate(_QUOTES), lambda part: part.replace("`", ""))
+    return _outside_quotes(text, lambda part: part.replace("`", "").translate(_QUOTES))
 
 
 def lead_verb(w: Words, names: set[int]) -> Token | None:
