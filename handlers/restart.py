@@ -72,12 +72,12 @@ async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
         return f"refused: {node_not_reached(service.node, report.error)}", st
+    changing = await change_refusal(ctx, service)  # a settings change's own restart holds the lock too
+    if changing is not None:
+        return changing, st
     held = await settle_lock(ctx, service)
     if held is not None:
         return await in_flight_refusal(ctx, service, held), st
-    changing = await change_refusal(ctx, service)
-    if changing is not None:
-        return changing, st
     return await cooldown_refusal(ctx, service, force), st
 
 

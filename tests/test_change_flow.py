@@ -93,6 +93,10 @@ async def test_a_change_is_previewed_applied_verified_and_kept(make_cluster: Mak
         assert not dropin(cluster).exists()  # nothing is written before a confirmation
         out = await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
         assert out.executed and out.message is not None and "drop-in is written" in out.message.data["notice"]
+        # While it runs, the next change, a revert or a restart of kimi waits for it.
+        for text in ("set max-num-seqs 128 on kimi", "revert kimi", "restart kimi"):
+            busy = await b.ask(text)
+            assert not busy.ok and "change #1 of kimi is in flight" in str(busy.error), (text, busy.error)
         await until(lambda: bool(notices(b, KEPT.format(n=1), NOTIFY)), 60, "the kept notice")
         assert len(notices(b, KEPT.format(n=1), OPS, THREAD)) == 1
         assert flag(argv_of(sim), "--max-num-seqs") == "256"
@@ -223,6 +227,7 @@ async def test_hard_values_reach_the_process_and_the_operators_dropin_survives(m
         await until_step(b, rid, "verifying")
         argv, env = argv_of(sim), proc_env(sim.state(KIMI_UNIT).main_pid)
         assert {k: flag(argv, k) for k in HARD} == HARD
+        assert not any(v in c for c in b.commands for v in (*HARD.values(), HARD_ENV[1]))  # content on stdin only
         assert env[HARD_ENV[0]] == HARD_ENV[1]
         assert env["OPERATOR"] == "kept" and env["SPACED"] == "x y"  # the operator's drop-in still applies
         # A crash inside the verify window: the change is rolled back, the operator's drop-in untouched.

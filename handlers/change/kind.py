@@ -58,7 +58,7 @@ class ChangeKind:
     def __init__(self, op: str = "change", nodes: tuple[str, ...] = (), spec: ChangeSpec | None = None) -> None:
         self.op, self.nodes, self.spec = op, nodes, spec
         command = "revert" if op == "revert" else "change"
-        self.words = Words(title=command.capitalize(), verb=command, command="revert" if op == "revert" else "set",
+        self.words = Words(title=command.capitalize(), verb=command, command=command,
                            confirmers="people allowed to restart", elsewhere=_TERMINAL[command])
 
     async def prepare(self, ctx: Context, asked: Asked) -> Preview | str | Refusal:

@@ -15,8 +15,8 @@ from services.store.records import ChangeRecord, ChangeStep, ConfirmableRequest
 FINAL_STEPS = frozenset({"kept", "rolled_back", "rollback_failed", "failed", "skipped"})
 ROLLING_BACK = frozenset({"rolling_back", "unapplying", "restoring", "rolled_back", "rollback_failed"})
 """The steps whose change failed and whose previous settings were (being) restored."""
-_REQUEST_SAYS = {"pending": "pending", "cancelled": "cancelled", "expired": "expired", "failed": "refused",
-                 "refused": "refused"}
+_REQUEST_SAYS = {"pending": "pending", "cancelled": "cancelled", "expired": "expired", "refused": "refused",
+                 "failed": "interrupted"}  # a claim that refuses moves the change itself to refused
 
 
 def label(ch: ChangeRecord) -> str:
