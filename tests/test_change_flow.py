@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.render_text import render_text
 from config.models import BotConfig
 from handlers.reply import Reply
 from services.mentions import plain
 from services.sim.node import SimNode
-from services.sim.scenarios import KIMI_UNIT
+from services.sim.scenarios import KIMI_API_KEY, KIMI_HF_TOKEN, KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
+from tests.systemd.helpers import state_bytes
 from tests.test_change_sim import proc_argv, proc_env
 from tests.test_restart import ALICE, BOB, EVE, NOTIFY, OPS, THREAD, Bot, access, bot, kimi, notices, until
 
@@ -74,12 +77,15 @@ def events(rows: list[Any]) -> list[str]:
     return [e.event for e in rows]
 
 
-async def test_a_change_is_previewed_applied_verified_and_kept(make_cluster: MakeCluster) -> None:
+async def test_a_change_is_previewed_applied_verified_and_kept(make_cluster: MakeCluster,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     cluster = await change_cluster(make_cluster)
     sim = cluster.sims["gpu-a"]
     operator_argv = argv_of(sim)
     async with bot(cluster.config) as b:
         reply = await ask_change(b, "set max-num-seqs 256 on kimi")
+        preview = render_text(reply) + json.dumps(reply.data)
         change = reply.data["change"]
         assert reply.intent == "change" and change["id"] == 1 and change["state"] == "pending"
         assert change["diff"] == [{"kind": "flag", "key": "max-num-seqs", "old": None, "new": "256"}]
@@ -121,6 +127,13 @@ async def test_a_change_is_previewed_applied_verified_and_kept(make_cluster: Mak
         await until(lambda: bool(notices(b, "kimi is back on the operator's unit", NOTIFY)), 60, "the revert")
         assert not dropin(cluster).exists() and argv_of(sim) == operator_argv
         assert "change.reverted" in events(await store.audit.recent("kimi", limit=100))
+    # The unit's own secrets (its API key, its HF token) are in the command line and the drop-in inferbot wrote on
+    # the node, and nowhere else: not in the state database, the replies, the notices or the logs.
+    seen = state_bytes(cluster.config.state.directory()) + json.dumps(
+        [p.reply.model_dump(mode="json") for p in b.notifier.posts]).encode() + caplog.text.encode()
+    seen += preview.encode() + json.dumps(history.data, default=str).encode()
+    for secret in (KIMI_API_KEY, KIMI_HF_TOKEN):
+        assert secret.encode() not in seen
 
 
 async def test_a_value_the_simulated_vllm_refuses_rolls_back(make_cluster: MakeCluster) -> None:
