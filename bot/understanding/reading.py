@@ -576,4 +576,3 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: _Found, t
             names = ", ".join(dict.fromkeys(s.name for s in reading.services)) or "none configured"
             reading.note = (f"Did you want me to {_VERB[order_name]} a service? Name it: "
                             f"`{command_text(order_name, [], [])} SERVICE` (services: {names}).")
-
