@@ -1,4 +1,4 @@
-"""``inferbot`` on the command line: ask, demo, check, serve, restart."""
+"""``inferbot`` on the command line: ask, demo, check, serve, restart, change, revert."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141  # as a shell reports a command ended by SIGPIPE (128 + 13)
 
 FRONT_ENDS = {"ask": "bot.ask_once", "demo": "bot.demo", "check": "bot.check", "serve": "bot.slack.serve",
-              "restart": "bot.restart_cli"}
+              "restart": "bot.restart_cli", "change": "bot.change_cli", "revert": "bot.change_cli"}
 """The module each command runs (imported only for that command; ``_run`` imports from it)."""
 
 
@@ -69,6 +69,27 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("--yes", metavar="SERVICE", help="confirm non-interactively by naming the service")
     restart.add_argument("--clear-lock", action="store_true",
                          help="show and clear a stale in-flight restart lock of SERVICE (audited); restarts nothing")
+
+    change = sub.add_parser("change", help="change a service's flags or environment (a preflight and a preview, then "
+                                           "you type its name back; kept when it loads and stays healthy, else "
+                                           "rolled back)")
+    change.add_argument("service", help="SERVICE (every node it runs on, one after the other) or SERVICE@NODE")
+    change.add_argument("--config")
+    change.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", dest="set_",
+                        help="set a vLLM flag (a switch: --set enforce-eager, --set no-enforce-eager)")
+    change.add_argument("--unset", action="append", default=[], metavar="NAME", help="remove a vLLM flag")
+    change.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="set an environment variable")
+    change.add_argument("--unset-env", action="append", default=[], metavar="NAME",
+                        help="remove an environment variable")
+    change.add_argument("--wait", action="store_true", help="return once the change is kept (exit 0) or rolled back")
+    change.add_argument("--yes", metavar="SERVICE", help="confirm non-interactively by naming the service")
+
+    revert = sub.add_parser("revert", help="back to the operator's unit: remove inferbot's settings drop-in "
+                                           "(guarded like a change)")
+    revert.add_argument("service")
+    revert.add_argument("--config")
+    revert.add_argument("--wait", action="store_true", help="return once the revert is kept (exit 0) or rolled back")
+    revert.add_argument("--yes", metavar="SERVICE", help="confirm non-interactively by naming the service")
     return p
 
 
@@ -161,6 +182,13 @@ async def _run(args: argparse.Namespace, config: BotConfig | None) -> int:
 
         return await run_restart(config, args.service, force=args.force, wait=args.wait,
                                  confirm=args.yes, clear=args.clear_lock)
+    if args.cmd in ("change", "revert"):
+        from bot.change_cli import run_change
+
+        change = args.cmd == "change"
+        return await run_change(config, args.service, args.cmd, sets=args.set_ if change else None,
+                                unsets=args.unset if change else None, envs=args.env if change else None,
+                                unset_envs=args.unset_env if change else None, wait=args.wait, confirm=args.yes)
     raise UsageError(f"unknown command {args.cmd}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from handlers.change.history import settings_history
 from handlers.common import STATE_STATUS, ago, not_reached, worst
 from handlers.context import Context, Request
 from handlers.down_nodes import DownNodes
@@ -49,9 +50,11 @@ async def handle(ctx: Context, req: Request) -> Reply:
                                                   f"({new.first_seen_at:%Y-%m-%d %H:%M} UTC):"))
         rows = [[d.kind, d.key, format_flag_value(d.old), format_flag_value(d.new)] for d in diff]
         sections.append(Section(kind="table", headers=["what", "name", "before", "now"], rows=rows))
+    history, data["settings_changes"] = await settings_history(ctx, [s.name for s in req.services])
+    sections += history
     statuses = [STATE_STATUS[s.state] for s in snap.services]
     # What was seen last is still an answer to "what changed?" when the node is down now.
-    ok = answered(snap) or any(out.get("since") for out in data["services"])
+    ok = answered(snap) or any(out.get("since") for out in data["services"]) or bool(history)
     return Reply(intent="changes", ok=ok, title="What changed", status=worst(statuses), sections=sections,
                  data=data, error=None if ok else failure(snap))
 

@@ -27,12 +27,13 @@ from handlers import (
     throughput,
 )
 from handlers import help as help_handler
+from handlers.change import kind as change
 from handlers.context import Context, Request
 from handlers.reply import Reply
 
 Handler = Callable[[Context, Request], Awaitable[Reply]]
-ArgName = Literal["lines", "window_s", "force", "focus", "flag", "env", "duration_s", "reason", "negated"]
-Family = Literal["restart", "bench", "silence", "unlock", "chart"] | None
+ArgName = Literal["lines", "window_s", "force", "focus", "flag", "env", "duration_s", "reason", "negated", "change"]
+Family = Literal["restart", "bench", "silence", "unlock", "chart", "change"] | None
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,31 @@ COMMANDS: tuple[Command, ...] = (
         family="restart",
         verbs=("restart", "bounce", "reboot", "re-start", "kick", "recycle", "respawn", "cycle", "relaunch", "reload",
                "reinit", "reinitialize"),
+    ),
+    Command(
+        name="change",
+        summary="change a service's flags or environment (guarded like a restart: a preflight and a preview first; "
+                "kept when it loads and stays healthy, rolled back otherwise)",
+        examples=("set max-num-seqs 256 on kimi", "unset --enforce-eager on kimi", "set env NCCL_PROTO=Simple on kimi",
+                  "change kimi: --max-model-len 65536 --max-num-seqs 128"),
+        words=Vocabulary(strong=("unset",)),
+        handler=change.handle_change,
+        restricted=True,
+        confirm=True,
+        args=("change",),
+        family="change",
+        verbs=("set", "unset", "change"),
+    ),
+    Command(
+        name="revert",
+        summary="back to the operator's unit: remove inferbot's settings drop-in (guarded like a restart)",
+        examples=("revert kimi",),
+        words=Vocabulary(strong=("revert",)),
+        handler=change.handle_revert,
+        restricted=True,
+        confirm=True,
+        family="change",
+        verbs=("revert",),
     ),
     Command(
         name="bench",

@@ -38,6 +38,8 @@ class Args(BaseModel):
     duration_s: float | None = Field(default=None, gt=0)  # silence: for how long
     reason: str = ""  # silence: why (cleaned: one line, redacted, no markup)
     negated: bool = False  # restarts: "don't restart kimi"
+    change_verb: Literal["set", "unset", "change"] | None = None  # a settings change: how it was asked
+    change_text: str | None = None  # its words after the verb, the service left out (shell-style quotes; no shell)
 
 
 class Understood(BaseModel):

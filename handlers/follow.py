@@ -170,7 +170,7 @@ async def _post_unplanned(ctx: Context, f: Follow, notifier: Notifier, now: date
 def places(ctx: Context, f: Follow) -> list[Where]:
     """Where the final notice goes: the thread the restart was asked in, and the notify channel."""
     out: list[Where] = []
-    if f.reason == "restart" and f.thread_channel:
+    if f.reason in ("restart", "change") and f.thread_channel:
         out.append(Where("thread", f.thread_channel, f.thread_ts))
     if ctx.config.notify.channel:
         out.append(Where("notify", ctx.config.notify.channel))
@@ -295,10 +295,14 @@ async def _final_notice(ctx: Context, service: Service, f: Follow, decided: Load
 
 
 async def _restart_over(store: StateStore, f: Follow, outcome: str, now: datetime) -> None:
-    """The restart ``f`` follows has ended (idempotent): its request is done or failed, its lock released."""
+    """The restart ``f`` follows has ended (idempotent): its request is done or failed, its lock released.
+
+    A settings change's load (reason ``change``) releases the lock only: the change goes on to verify, and its
+    own state machine ends its request (``handlers/change/machine.py``)."""
     if f.request_id:
-        await store.requests.transition(f.request_id, {"running"}, "done" if outcome == "ready" else "failed",
-                                        None, now)
+        if f.reason == "restart":
+            await store.requests.transition(f.request_id, {"running"}, "done" if outcome == "ready" else "failed",
+                                            None, now)
         await store.locks.release(lock_name(f.service, f.node), f.request_id)
 
 

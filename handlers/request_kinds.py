@@ -13,8 +13,19 @@ from datetime import datetime
 from typing import NamedTuple
 
 from handlers import bench_run, restart
+from handlers.change import kind as change
 from handlers.confirmable import flow
-from handlers.confirmable.kind import ActionOutcome, Asked, Confirmed, Interrupted, Kind, Preview, Settling, Words
+from handlers.confirmable.kind import (
+    ActionOutcome,
+    Asked,
+    Confirmed,
+    Interrupted,
+    Kind,
+    Preview,
+    Refusal,
+    Settling,
+    Words,
+)
 from handlers.context import Context, require_store
 from handlers.notify import Notifier
 from services.store.records import ConfirmableRequest
@@ -69,7 +80,7 @@ class Unknown:
         self.words = Words(title=name.capitalize(), verb=name, command=name)
         self._refusal = f"refused: this inferbot does not know requests of kind {name!r}"
 
-    async def prepare(self, ctx: Context, asked: Asked) -> Preview | str:
+    async def prepare(self, ctx: Context, asked: Asked) -> Preview | str | Refusal:
         """Never asked (no command makes one)."""
         return self._refusal
 
@@ -89,7 +100,7 @@ class Unknown:
         return Interrupted(0.0, self._refusal.removeprefix("refused: "))
 
 
-KINDS = Kinds(restart.RESTART, bench_run.BENCH)
+KINDS = Kinds(restart.RESTART, bench_run.BENCH, change.CHANGE)
 """Every kind of confirmable request, by the name in its row (``services/store/records.REQUEST_KINDS``)."""
 
 

@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from config.models import Service
 from handlers.audit import record
+from handlers.change.guard import restart_refusal as change_refusal
 from handlers.common import fmt_duration, node_not_reached, state_line
 from handlers.confirmable.flow import ask, refused
 from handlers.confirmable.kind import (
@@ -71,6 +72,9 @@ async def state_checks(ctx: Context, service: Service, force: bool) -> tuple[str
     report = snap.nodes[0] if snap.nodes else None
     if report is not None and not report.ok:
         return f"refused: {node_not_reached(service.node, report.error)}", st
+    changing = await change_refusal(ctx, service)  # a settings change's own restart holds the lock too
+    if changing is not None:
+        return changing, st
     held = await settle_lock(ctx, service)
     if held is not None:
         return await in_flight_refusal(ctx, service, held), st
@@ -292,7 +296,7 @@ class RestartKind:
                 held = held or await store.locks.get(lock, run.at)
                 return (await in_flight_refusal(ctx, service, held) if held is not None else
                         f"refused: another restart of {service.name} on {service.node} is in flight")
-        refusal = await cooldown_refusal(ctx, service, req.force)
+        refusal = await change_refusal(ctx, service) or await cooldown_refusal(ctx, service, req.force)
         if refusal is not None:
             await store.locks.release(lock, req.id)
         return refusal

@@ -17,6 +17,7 @@ from typing import Any
 from bot.app import runtime
 from bot.dispatch import answer
 from bot.render_text import render_text
+from config.models import BotConfig
 from handlers.context import Asker
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
@@ -46,6 +47,10 @@ QUESTIONS: dict[str, tuple[str, str]] = {
     "chart_throughput": ("json", "chart throughput kimi last 1h"),
     "chart_loads": ("json", "chart loads kimi"),
     "unknown": ("json", "status of nosuchthing"),
+    "change_slack": ("slack", "set max-num-seqs 256 on kimi on gpu-a"),
+    "change_terminal": ("json", "set max-num-seqs 256 on kimi on gpu-a"),
+    "change_refused": ("slack", "set max-num-seq 256 on kimi on gpu-a"),
+    "revert_slack": ("slack", "revert kimi on gpu-a"),
 }
 
 _VARY_KEYS = re.compile(
@@ -96,6 +101,10 @@ async def _ask(cluster: SimCluster, surface: str, text: str) -> dict[str, Any]:
 async def test_every_intent_json_matches_golden(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-a": kimi(), "gpu-b": kimi()},
                                  access={"restart_users": [ALICE]})
+    data = cluster.config.model_dump()
+    for svc in data["services"]:  # issue 25: settings changes on (the preview only; nothing is confirmed)
+        svc["changes"] = {"enabled": True}
+    cluster.config = BotConfig.model_validate(data)
     await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     await cluster.sims["gpu-b"].wait_for(KIMI_UNIT, "ready", 45)
     for node in ("gpu-a", "gpu-b"):  # the live throughput comes from the first stats line

@@ -54,6 +54,7 @@ class Message:
     # Another person's mention beside the bot's at the start ("<@bot> <@anika> can you bounce qwen"): a request in
     # it may be to them, so it is never an order; a report ("<@bot> <@anika> says …") is still to the bot.
     beside_other: bool = False
+    raw: str = ""  # as it arrived (a settings change's values are taken from it as typed: change_words.py)
 
     @property
     def plain(self) -> str:
@@ -105,7 +106,8 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     ``bot_user_id``: the bot's own Slack id; a message that starts with someone else's mention is addressed to
     them (without the id, no one's); one beside the bot's is ``beside_other``.
     """
-    text = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n").replace("\u2019", "'").replace("\u2018", "'")
+    text = raw = (text or "")[:MAX_MESSAGE].replace("\r\n", "\n")
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
     lead = _LEADING_USERS.match(text)
     leading = _USER.findall(lead.group(0)) if lead is not None and bot_user_id is not None else []
     to_other = bool(leading) and leading[0] != bot_user_id
@@ -132,7 +134,7 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     cleaned = tuple(Segment(_BOLD.sub(r"\1", _ITALIC.sub(r"\1", s.text)) if not s.code else s.text,
                             s.quoted, s.code, s.struck) for s in segments if s.text)
     return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other,
-                   beside_other=beside_other)
+                   beside_other=beside_other, raw=raw)
 
 
 def _lines(text: str, out: list[Segment]) -> None:

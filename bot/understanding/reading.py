@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from bot.understanding import arguments, lexicon, orders, scoring, settings_words, slots, weighing
+from bot.understanding import arguments, change_words, lexicon, orders, scoring, settings_words, slots, weighing
 from bot.understanding.commands_text import command_text
 from bot.understanding.markup import Message
 from bot.understanding.names import Aliases, NameIndex, Target
@@ -29,7 +29,7 @@ CONFIDENT = 1.5
 TIE = 0.85
 # An order's answer when the message is not one.
 _INFO_OF = {"restart": "restarts", "bench": "throughput", "silence": "status", "unsilence": "status",
-            "unlock": "restarts"}
+            "unlock": "restarts", "change": "flag", "revert": "changes"}
 # A clause of names and these words adds its names to the question before it ("…, and what about qwen?").
 _ALSO = frozenset("and also plus what about how for on too same as well the of then in at both or".split())
 _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "last", "latest", "next", "another", "my", "our",
@@ -41,7 +41,7 @@ _ALL = frozenset({"everything", "all", "both", "every", "everyone"})
 # Words of a question about who did something (with a past-tense verb): the bot's own record.
 _WHO_DID = frozenset({"who", "whoever", "anyone", "anybody", "someone", "somebody", "did", "when"})
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
-         "unlock": "clear the restart lock of"}
+         "unlock": "clear the restart lock of", "change": "change the settings of", "revert": "revert"}
 # The imperative of a question ("show me …", "grab the log"), besides every order's verbs.
 _ASKING_VERBS = frozenset({"show", "give", "tell", "check", "grab", "dump", "paste", "list", "get", "pull", "fetch",
                            "print", "display", "send", "post", "tail", "compare", "diff", "plot", "chart", "graph",
@@ -209,6 +209,15 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     reading.services, reading.nodes, reading.explicit_target = services, nodes, explicit
     reading.named_services = list(dict.fromkeys(s.name for t in chosen for s in t.services))
     reading.named_nodes = list(dict.fromkeys(n.name for t in chosen for n in t.nodes))
+    change = change_words.read(message, w, found.tokens, index.find)  # a settings change is read by its shape
+    if change is not None and change.decision in ("order", "ask"):
+        if change.targets:
+            reading.services, reading.nodes, reading.explicit_target = _targets(config, change.targets)
+        reading.unknown = change.unknown_of(reading.unknown)  # its values are not names
+        said = change_words.understood(change, setting, reading.services, reading.explicit_target, reading.unknown)
+        reading.command, reading.intent, reading.score = command(said.command), said.command, 9.0
+        reading.args, reading.asked, reading.note, reading.offers = said.args, said.asked, said.note, said.offers
+        return reading
 
     if not best or best[0][1] < 1.0:
         return _unplaced(reading, w, best)

@@ -39,6 +39,7 @@ from handlers.confirmable.kind import (
     Kind,
     Later,
     Preview,
+    Refusal,
     finish,
     message,
 )
@@ -115,8 +116,12 @@ async def ask(ctx: Context, kind: Kind, req: Request, *, force: bool = False) ->
                        base)
     prepared = await kind.prepare(ctx, Asked(service, req, force))
     if isinstance(prepared, str):
-        await record(ctx, f"{kind.name}.refused", service.name, service.node, prepared)
-        return refused(kind.name, f"{w.title} of {service.name} refused", prepared, base)
+        prepared = Refusal(prepared)
+    if isinstance(prepared, Refusal):
+        await record(ctx, f"{kind.name}.refused", service.name, service.node, prepared.text)
+        reply = refused(kind.name, f"{w.title} of {service.name} refused", prepared.text, {**base, **prepared.data})
+        reply.sections += prepared.sections
+        return reply
     return await _confirmation(ctx, kind, service, policy, prepared, force)
 
 
@@ -125,7 +130,7 @@ async def _confirmation(ctx: Context, kind: Kind, service: Service, policy: Acce
     """The request row (pending, with its expiry job) and the confirmation that shows it."""
     w = kind.words
     now = ctx.now()
-    request_id = new_id(kind.prefix)
+    request_id = preview.request_id or new_id(kind.prefix)
     expires = now + timedelta(seconds=policy.confirm_ttl)
     await require_store(ctx).requests.create(
         request_id, service.name, service.node, service.unit, ctx.asker.user_id, ctx.asker.channel_id,
@@ -242,12 +247,13 @@ async def run_confirmed(run: Confirmed) -> ActionOutcome:
 
 
 async def confirm_typed(ctx: Context, kind: Kind, service: Service, who: str, detail: str,
-                        force: bool) -> ActionOutcome:
+                        force: bool, request_id: str | None = None) -> ActionOutcome:
     """The terminal's confirmation, once the person typed the service name back: the request is created,
-    confirmed and run exactly as a click would (same audit, claim and run)."""
+    confirmed and run exactly as a click would (same audit, claim and run). ``request_id``: the id the kind
+    chose (:attr:`Preview.request_id`), else a new ``t-`` one."""
     store = require_store(ctx)
     now = ctx.now()
-    request_id = new_id(TYPED)
+    request_id = request_id or new_id(TYPED)
     await store.requests.create(request_id, service.name, service.node, service.unit, who, None, None, now,
                                 now + TYPED_TTL, force, kind=kind.name)
     await record(ctx, f"{kind.name}.requested", service.name, service.node, f"from the terminal; {detail}",

@@ -70,6 +70,18 @@ class Preview:
     sections: list[Section]
     data: dict[str, object] = field(default_factory=dict)  # beside request_id, service, node, expires_at…
     detail: str = ""  # the ``<kind>.requested`` audit line
+    request_id: str | None = None
+    """The request's id when the kind chose it (it keeps data of its own under that id); None: the flow's."""
+
+
+@dataclass
+class Refusal:
+    """A refusal with more to show than its line (a settings change's preflight, step by step). As with a plain
+    ``refused: …`` string, nothing was written and nobody is asked."""
+
+    text: str
+    sections: list[Section] = field(default_factory=list)
+    data: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -116,9 +128,9 @@ class Kind(Protocol):
     prefix: str
     words: Words
 
-    async def prepare(self, ctx: Context, asked: Asked) -> Preview | str:
-        """The checks before anyone is asked to confirm, and the preview: a refusal (``refused: …``) or what
-        the confirmation shows. A refusal writes nothing and asks nobody."""
+    async def prepare(self, ctx: Context, asked: Asked) -> Preview | str | Refusal:
+        """The checks before anyone is asked to confirm, and the preview: a refusal (``refused: …``, or a
+        :class:`Refusal` with sections) or what the confirmation shows. A refusal writes nothing and asks nobody."""
         ...
 
     async def claim(self, run: Confirmed) -> str | None:

@@ -31,7 +31,7 @@ class FollowsRepo(Repository, Follows):
                started_at: datetime, reason: FollowReason, thread_channel: str | None = None,
                thread_ts: str | None = None, progress_message_ts: str | None = None,
                request_id: str | None = None) -> Follow:
-        if reason not in ("restart", "unplanned"):
+        if reason not in ("restart", "unplanned", "change"):
             raise ValueError(f"unknown follow reason {reason!r}")
         values: dict[str, Any] = {
             "service": service, "node": node, "unit": unit, "invocation_id": invocation_id or None,

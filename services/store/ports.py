@@ -15,7 +15,7 @@ datetimes are timezone-aware UTC, in and out (naive datetimes are refused with `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Protocol
@@ -26,6 +26,7 @@ from services.models import ServiceState
 from services.store.records import (
     AuditEntry,
     BenchRun,
+    ChangeRecord,
     ConfirmableRequest,
     Follow,
     FollowReason,
@@ -44,7 +45,7 @@ from services.store.records import (
     WatchState,
 )
 
-__all__ = ["Audit", "BenchRuns", "Follows", "HealthMemos", "HomeViews", "Loads", "Locks", "MetricSamples",
+__all__ = ["Audit", "BenchRuns", "Changes", "Follows", "HealthMemos", "HomeViews", "Loads", "Locks", "MetricSamples",
            "Notices", "Requests", "Restarts", "SharedState", "Silences", "SmokeChecks", "Snapshots", "StateStore",
            "Watches"]
 
@@ -383,6 +384,46 @@ class BenchRuns(Protocol):
         ...
 
 
+class Changes(Protocol):
+    """Settings changes (issue 25): one per request, numbered, with a step per node; every move is a
+    compare-and-set, so each step of a change is taken by one process only (a bot restart, replicas)."""
+
+    async def create(self, change_id: str, op: str, service: str, nodes: Sequence[str],
+                     spec: Mapping[str, JsonValue] | None, requested_by: str | None, at: datetime) -> ChangeRecord:
+        """Store a new change (state ``proposed``, its steps ``waiting``) and return it with its number. ``spec``
+        may be stored later (:meth:`move`), once the preflight found no secret in it."""
+        ...
+
+    async def get(self, change_id: str) -> ChangeRecord | None:
+        """The change ``change_id`` (the request's id) with its steps, if any."""
+        ...
+
+    async def numbered(self, number: int) -> ChangeRecord | None:
+        """The change people call ``#number``, if any."""
+        ...
+
+    async def recent(self, service: str | None = None, limit: int = 20) -> list[ChangeRecord]:
+        """The newest ``limit`` changes (of ``service`` only, when given), newest first, with their steps."""
+        ...
+
+    async def running(self, service: str) -> list[ChangeRecord]:
+        """The changes of ``service`` not decided yet (state ``running``), oldest first."""
+        ...
+
+    async def move(self, change_id: str, from_states: AbstractSet[str], to_state: str, at: datetime,
+                   fields: Mapping[str, object] | None = None) -> bool:
+        """Move the change from one of ``from_states`` to ``to_state`` (with ``fields``: ``spec``, ``diff``,
+        ``preflight``, ``checked_with``, ``outcome``); a final state sets ``finished_at``. True for the one caller
+        that moved it."""
+        ...
+
+    async def move_step(self, change_id: str, node: str, from_states: AbstractSet[str], to_state: str, at: datetime,
+                        fields: Mapping[str, object] | None = None, if_at: datetime | None = None) -> bool:
+        """Move one node's step (and set ``fields`` of :class:`~services.store.records.ChangeStep`); with
+        ``if_at`` only if its state has not moved since then (taking over a step a stopped process left)."""
+        ...
+
+
 class SharedState(Protocol):
     """What replicas share besides the aggregates: event de-duplication, rate limits, progress pacing."""
 
@@ -481,3 +522,5 @@ class StateStore(Protocol):
     def silences(self) -> Silences: ...
     @property
     def health_memos(self) -> HealthMemos: ...
+    @property
+    def changes(self) -> Changes: ...

@@ -15,12 +15,12 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from services.models import FlagValue
 
 LoadOutcome = Literal["ready", "failed", "timeout"]
-FollowReason = Literal["restart", "unplanned"]
+FollowReason = Literal["restart", "unplanned", "change"]
 RequestKind = str
 """What a confirmable request does once confirmed: its row's ``kind``, the name of a kind in the flow's table
 (``handlers/request_kinds.py``). Ids of ``bench`` requests start with ``b-``, which is what told them apart
 before the column, and what migration 0004 filled it in from."""
-REQUEST_KINDS: tuple[RequestKind, ...] = ("restart", "bench")
+REQUEST_KINDS: tuple[RequestKind, ...] = ("restart", "bench", "change")
 """The kinds a store accepts unless it is told others (``Store(request_kinds=...)``): one per kind of the flow."""
 RequestState = Literal["pending", "confirmed", "running", "done", "failed", "cancelled", "expired", "refused"]
 
@@ -272,3 +272,51 @@ class HealthMemo(BaseModel):
     stop_checked: str = ""  # the start whose end was already examined (engine death with exit 0)
     stop_error: str = ""  # that start's engine died and the unit stopped with exit 0: its ❌ is due
     stop_place: str = ""  # the notice place of that ❌
+
+
+CHANGE_FINAL = frozenset({"refused", "kept", "reverted", "rolled_back", "rollback_failed", "failed"})
+"""The states a settings change ends in (``finished_at`` is set when it gets there)."""
+
+
+class ChangeStep(_Record):
+    """One node of a settings change (issue 25): where it is in its state machine, and what it needs to go on
+    (``handlers/change/machine.py``). Deltas are inferbot's whole change against the operator's unit, as
+    ``ChangeSpec`` JSON (the preflight refused every secret, so none is here)."""
+
+    change_id: str
+    node: str
+    position: int
+    state: str
+    state_at: datetime
+    previous: dict[str, JsonValue] | None = None  # inferbot's delta before ({}: no drop-in; None: not read yet)
+    delta: dict[str, JsonValue] | None = None  # inferbot's delta the change wrote
+    settings_since: datetime | None = None  # since when the settings before the change ran (their start)
+    load_started_at: datetime | None = None  # the follow of the load in flight (the change's or the rollback's)
+    invocation: str | None = None  # that load's start (systemd InvocationID), once known
+    ready_at: datetime | None = None  # the change's load was ready (the verify window starts)
+    load_s: float | None = None
+    back_s: float | None = None  # how long the rollback's load took
+    reason: str | None = None  # why it failed
+    detail: str | None = None  # a failed rollback: what is on disk, and the commands to restore by hand
+
+
+class ChangeRecord(_Record):
+    """A settings change (``set … on kimi``, ``revert kimi``): its number, what was asked, the preview's facts,
+    and its steps, one per node, in rollout order."""
+
+    number: int
+    id: str  # the confirmable request's id
+    op: str  # "change" | "revert"
+    service: str
+    node: str  # the first node
+    spec: dict[str, JsonValue] | None = None  # the ChangeSpec asked for (None: a revert)
+    diff: list[dict[str, JsonValue]] = []
+    preflight: list[dict[str, JsonValue]] = []
+    checked_with: str = ""
+    requested_by: str | None = None
+    created_at: datetime
+    state: str  # proposed | refused | running | kept | reverted | rolled_back | rollback_failed | failed
+    state_at: datetime
+    outcome: str | None = None  # the one line it ended with
+    finished_at: datetime | None = None
+    steps: list[ChangeStep] = []

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_HEAD = "0004"
+SCHEMA_HEAD = "0005"
 """The newest migration's revision (``migrations/versions``). The store compares the database's version
 with it in one plain query and imports Alembic only when they differ (an upgrade, or a refusal): importing
 Alembic would otherwise be a large share of every ``inferbot`` process's start-up. A test holds it equal to
@@ -305,4 +305,47 @@ health_memos = Table(
     Column("node", String(200), primary_key=True),
     Column("data", JSON, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+)
+
+changes = Table(
+    # Settings changes (issue 25): one row per ``set … on kimi`` / ``revert kimi``, keyed by its request id; its
+    # number is what people say ("change #12"). What was asked and the preview's facts, all redacted.
+    "inferbot_changes", metadata,
+    Column("number", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(64), nullable=False, unique=True),
+    Column("op", String(20), nullable=False),
+    Column("service", String(200), nullable=False),
+    Column("node", String(200), nullable=False),
+    Column("spec", JSON),
+    Column("diff", JSON, nullable=False),
+    Column("preflight", JSON, nullable=False),
+    Column("checked_with", Text, nullable=False),
+    Column("requested_by", String(200)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("state_at", UTCDateTime, nullable=False),
+    Column("outcome", Text),
+    Column("finished_at", UTCDateTime),
+    Index("ix_inferbot_changes_service", "service", "number"),
+)
+
+change_steps = Table(
+    # Each node of a change and where it is in the change's state machine (handlers/change/machine.py): every
+    # move is a compare-and-set on ``state`` (and ``state_at``), so one process does each step once.
+    "inferbot_change_steps", metadata,
+    Column("change_id", String(64), primary_key=True),
+    Column("node", String(200), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("state_at", UTCDateTime, nullable=False),
+    Column("previous", JSON),
+    Column("delta", JSON),
+    Column("settings_since", UTCDateTime),
+    Column("load_started_at", UTCDateTime),
+    Column("invocation", String(200)),
+    Column("ready_at", UTCDateTime),
+    Column("load_s", Float),
+    Column("back_s", Float),
+    Column("reason", Text),
+    Column("detail", Text),
 )

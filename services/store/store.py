@@ -20,6 +20,7 @@ from sqlalchemy.engine import URL
 
 from services.store.audit import AuditRepo
 from services.store.bench_runs import BenchRunsRepo
+from services.store.changes import ChangesRepo
 from services.store.engine import BUSY_TIMEOUT_S, Database
 from services.store.follows import FollowsRepo
 from services.store.health_memos import HealthMemosRepo
@@ -30,6 +31,7 @@ from services.store.notices import NoticesRepo
 from services.store.ports import (
     Audit,
     BenchRuns,
+    Changes,
     Follows,
     HealthMemos,
     HomeViews,
@@ -86,6 +88,7 @@ class Store:
         self.bench_runs: BenchRuns = BenchRunsRepo(self.db)
         self.shared: SharedState = SharedStateRepo(self.db)
         self.silences: Silences = SilencesRepo(self.db)
+        self.changes: Changes = ChangesRepo(self.db)
         # The scheduler leader's rows: kept in memory while it leads, written in batches.
         self.watches: Watches = WatchesRepo(self.writes)
         self.samples: MetricSamples = SamplesRepo(self.writes)

@@ -165,7 +165,7 @@ async def test_an_upgrade_gives_requests_their_kind_and_those_in_flight_settle(
     _old_database(url, datetime.now(UTC))
     store = Store(url)
     try:
-        assert await store.prepare() == "0004"
+        assert await store.prepare() == "0005"
         kinds = {r.id: r.kind for r in await store.requests.unfinished()}
         assert kinds == {"b-00000000000a": "bench", "r-00000000000b": "restart", "b-00000000000c": "bench"}
         done = await store.requests.get("t-00000000000d")
