@@ -23,6 +23,7 @@ from bot.app import runtime
 from bot.scheduler import BotScheduler
 from bot.slack.app import build_app, state_of
 from bot.slack.client import retry_handlers
+from bot.slack.runtime import slack_runtime
 from bot.slack.serve import start_http
 from config.models import BotConfig, SlackSettings
 from handlers.follow import reset_pacing
@@ -64,10 +65,11 @@ async def change_bot(make_cluster: MakeCluster) -> AsyncIterator[Any]:
         await fs.start()
         client = AsyncWebClient(token="xoxb-test-token", base_url=fs.api_url, retry_handlers=retry_handlers())
         cm = runtime(cluster.config)
-        rt = await cm.__aenter__()
-        app = build_app(rt, SlackSettings(), client=client, signing_secret=SIGNING_SECRET)
-        scheduler = BotScheduler(rt, rt.notifier)
-        await scheduler.start(watch=False)
+        core = await cm.__aenter__()
+        scheduler = BotScheduler()
+        rt = slack_runtime(core, client, jobs=scheduler)
+        app = build_app(rt, SlackSettings(), signing_secret=SIGNING_SECRET)
+        await scheduler.start(rt, watch=False)
         runner = await start_http(app, "127.0.0.1", 0)
         host, port = runner.addresses[0][:2]
         session = aiohttp.ClientSession()
