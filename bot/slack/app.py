@@ -21,6 +21,7 @@ starter template):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -53,6 +54,7 @@ from bot.slack.client import api_base_url, make_client, require_token, retry_han
 from bot.slack.guards import RateLimiter, TtlSet, Verdict, rate_limit_text
 from bot.slack.home_view import line_view
 from bot.slack.posting import post_message
+from bot.slack.render_memo import RenderMemo
 from bot.understanding.markup import Message, read
 from config.models import SlackSettings
 from handlers.context import Asker
@@ -118,6 +120,7 @@ class SlackBot:
         self.seen = TtlSet()  # event ids this process took in hand (claimed, or being claimed)
         self.limiter = RateLimiter(settings.rate_limit_per_minute)
         self.tasks: set[asyncio.Task[None]] = set()
+        self.renders = RenderMemo()  # answers being posted, drawn once for every copy of a shared one
         self.registered = Registered()
         self.role: Callable[[], str | None] = lambda: None  # "leader" / "standby" once serving
         # What a restart button press runs (already acked); per app, so a test can put its own in.
@@ -230,7 +233,8 @@ class SlackBot:
         started = time.monotonic()
         asker = Asker(surface="slack", user_id=user, channel_id=channel, thread_ts=thread_ts)
         # Slack shows the cards, never the reply's data: the handlers leave the per-service JSON out.
-        reply = await answer(text, self.runtime.context(asker, service_data=False))
+        # Many people asking the same at once (an incident) share one answer: see bot/shared_answers.py.
+        reply = await answer(text, self.runtime.context(asker, service_data=False), self.runtime.shared)
         if restart_actions.is_confirmation(reply) and await restart_actions.post_confirmation(
                 self.runtime, client, channel, thread_ts, reply):
             # A restart confirmation: posted visibly by the restart wiring, which remembers its ts.
@@ -238,20 +242,22 @@ class SlackBot:
                                             "intent": reply.intent, "ms": int((time.monotonic() - started) * 1000),
                                             "outcome": "posted"})
             return
-        try:
-            messages = render_messages(reply, attachments=False)
-        except Exception as e:
-            log.exception("rendering the answer for Slack failed",
-                          extra={"event": "slack-render", "intent": reply.intent, "kind": kind})
-            said = " ".join((text.plain if isinstance(text, Message) else text).split())
-            asked = said if len(said) <= 80 else said[:79] + "…"
-            messages = [failure_message(f"I could not lay out the answer to “{asked}” for Slack",
-                                        f"{render_failure(e)} (logged). The terminal has it: "
-                                        f"`inferbot ask \"{asked}\"` on the bot's host.")]
-        if response_url:
-            ok = await self.respond_messages(response_url, messages, client=client, channel=channel)
-        else:
-            ok = await self.post_messages(client, channel, thread_ts, messages)
+        with contextlib.ExitStack() as held:
+            try:
+                # Copies of one shared answer being posted at once are drawn once (bot/slack/render_memo.py).
+                messages = held.enter_context(self.renders.messages(reply))
+            except Exception as e:
+                log.exception("rendering the answer for Slack failed",
+                              extra={"event": "slack-render", "intent": reply.intent, "kind": kind})
+                said = " ".join((text.plain if isinstance(text, Message) else text).split())
+                asked = said if len(said) <= 80 else said[:79] + "…"
+                messages = [failure_message(f"I could not lay out the answer to “{asked}” for Slack",
+                                            f"{render_failure(e)} (logged). The terminal has it: "
+                                            f"`inferbot ask \"{asked}\"` on the bot's host.")]
+            if response_url:
+                ok = await self.respond_messages(response_url, messages, client=client, channel=channel)
+            else:
+                ok = await self.post_messages(client, channel, thread_ts, messages)
         if ok and reply.attachments:
             ok = await self.upload(client, channel, thread_ts, reply, response_url)
         if ok and reply.chart is not None:
