@@ -179,7 +179,7 @@ def command_id(command: str) -> str:
 
 def record(out: Path, settle_s: float) -> dict[str, Any]:
     """Boot the container, let the busy server run a while, ask, write."""
-    from tests.sshd import ClientKey
+    from tests.sshd import ClientKey, free_port
     from tests.systemd import container as ct
 
     why = ct.missing_requirements()
@@ -189,7 +189,7 @@ def record(out: Path, settle_s: float) -> dict[str, Any]:
     started = time.time()
     try:
         key = ClientKey(work)
-        port = ct.free_port()
+        port = free_port()
         with ct.booted(key.public.read_text(), prepare(port)) as c:
             c.wait_active([KIMI_UNIT])
             c.wait_listening([port])
