@@ -273,12 +273,13 @@ class Metrics:
                    mean: float, lab: str) -> None:
         n = int(count)
         lines = []
+        sep, braces = ("," if lab else ""), (f"{{{lab}}}" if lab else "")
         for le in buckets:
             # A log-normal-ish spread around the mean: the share at or below ``le``.
             share = 1.0 - 1.0 / (1.0 + (le / mean) ** 2.2)
-            lines.append(f'{name}_bucket{{{lab},le="{float(le)}"}} {float(int(n * share))}')
-        lines += [f'{name}_bucket{{{lab},le="+Inf"}} {float(n)}', f"{name}_count{{{lab}}} {float(n)}",
-                  f"{name}_sum{{{lab}}} {n * mean:.1f}", f"{name}_created{{{lab}}} {self.created}"]
+            lines.append(f'{name}_bucket{{{lab}{sep}le="{float(le)}"}} {float(int(n * share))}')
+        lines += [f'{name}_bucket{{{lab}{sep}le="+Inf"}} {float(n)}', f"{name}_count{braces} {float(n)}",
+                  f"{name}_sum{braces} {n * mean:.1f}", f"{name}_created{braces} {self.created}"]
         self._family(out, name, "histogram", help_, lines)
 
     def _process(self, out: list[str], t: float) -> None:
