@@ -5,7 +5,9 @@
 Like ``bench.cheap`` (real sshd on 127.0.{1…}.x, 16 nodes per sshd, key authentication, host keys checked),
 but every node replays the answers recorded by ``python -m bench.real_record`` from the real-systemd tier
 (``tests/samples/probe/real-systemd``: a real journal, real ``/metrics`` text, real unit text): the settings,
-status, GPU, throughput and logs questions each get their own recorded answer. The commands are told apart by
+status, GPU, throughput and logs questions each get their own recorded answer, after the time the real node
+took to give it (``--node-time recorded``, the default: a status answer holds two ``/metrics`` samples a second
+apart) or at once (``--node-time none``: the client's work alone). The commands are told apart by
 a dispatcher script (``ForceCommand``), by their length and, where two are of one length, by a piece of text
 only one of them has. Before starting, the commands the bot sends for this config are taken from the bot
 itself (each question asked through ``bot.dispatch.answer`` with a pool that only notes the command) and
@@ -91,20 +93,26 @@ def _needle(command: str, others: list[str]) -> str:
     raise ValueError("no piece of the command tells it apart from the others")
 
 
-def dispatcher(commands: dict[str, str], answers_dir: Path) -> str:
-    """A POSIX sh script answering each command (id -> text) with ``answers_dir/<id>.out``."""
+def dispatcher(commands: dict[str, str], answers_dir: Path, node_s: dict[str, float] | None = None) -> str:
+    """A POSIX sh script answering each command (id -> text) with ``answers_dir/<id>.out``, after waiting
+    ``node_s[id]`` seconds when given (the time the real node took)."""
     by_length: dict[int, list[tuple[str, str]]] = {}
     for cid, text in commands.items():
         by_length.setdefault(len(text.encode()), []).append((cid, text))
-    lines = ["c=$SSH_ORIGINAL_COMMAND", "case ${#c} in"]
+
+    def pick(cid: str) -> str:
+        wait = (node_s or {}).get(cid, 0.0)
+        return f"f={cid}; w={wait:.3f}" if wait >= 0.01 else f"f={cid}"
+
+    lines = ["c=$SSH_ORIGINAL_COMMAND", "w=", "case ${#c} in"]
     for size, group in sorted(by_length.items()):
         if len(group) == 1:
-            lines.append(f"  {size}) f={group[0][0]};;")
+            lines.append(f"  {size}) {pick(group[0][0])};;")
             continue
-        arms = " ".join(f"*{shlex.quote(_needle(text, [t for _, t in group if t != text]))}*) f={cid};;"
+        arms = " ".join(f"*{shlex.quote(_needle(text, [t for _, t in group if t != text]))}*) {pick(cid)};;"
                         for cid, text in group)
         lines.append(f"  {size}) case $c in {arms} *) f=unknown;; esac;;")
-    lines += ["  *) f=unknown;;", "esac", f'exec cat -- "{answers_dir}/$f.out"', ""]
+    lines += ["  *) f=unknown;;", "esac", '[ -z "$w" ] || sleep "$w"', f'exec cat -- "{answers_dir}/$f.out"', ""]
     return "\n".join(lines)
 
 
@@ -162,7 +170,7 @@ async def _answers(manifest: Manifest, meta: dict[str, Any], workdir: Path) -> t
     return answers_dir, commands
 
 
-async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: Path) -> int:
+async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: Path, node_time: bool) -> int:
     """Write the configs, check and place the answers, start the sshd groups; serve until told to stop."""
     started = time.monotonic()
     os.chmod(workdir, 0o755)
@@ -198,7 +206,8 @@ async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: 
         # As the subreaper this process inherits what sshd orphans: reaped as they die (see bench.cheap).
         loop.add_signal_handler(signal.SIGCHLD, _reap_orphans)
         script = workdir / "answer.sh"
-        script.write_text(dispatcher(commands, answers_dir))
+        waits = {c: float(meta["commands"][c].get("node_s", 0.0)) for c in commands} if node_time else None
+        script.write_text(dispatcher(commands, answers_dir, waits))
         os.chmod(script, 0o755)
         for first in range(0, n_nodes, GROUP):
             if stop.is_set():
@@ -209,7 +218,9 @@ async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: 
         _node_files(manifest, groups, hosts, user, config_ns, meta["bench_dir"])
         manifest.recording = {"from": meta["from"], "recorded_at": meta["recorded_at"],
                               "answers": {k: [meta["commands"][c]["answer_bytes"] for c in meta["questions"][q]]
-                                          for k, q in QUESTIONS.items()}}
+                                          for k, q in QUESTIONS.items()},
+                              "node_s": {k: [meta["commands"][c].get("node_s") for c in meta["questions"][q]]
+                                         for k, q in QUESTIONS.items()} if node_time else None}
         manifest.node_side = {"nodes": n_nodes, "sshd_processes": len(groups),
                               "sshd_logs": [str(g.dir / "sshd.log") for g in groups],
                               "sshd_pids": [g.proc.pid for g in groups]}
@@ -231,11 +242,13 @@ def main() -> int:
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--start-timeout", type=float, default=240.0)
+    p.add_argument("--node-time", choices=["recorded", "none"], default="recorded",
+                   help="answer after the time the real node took (default), or at once")
     args = p.parse_args()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     config_ns = [int(x) for x in args.configs.split(",") if x.strip()] or [args.nodes]
-    return asyncio.run(run(args.nodes, config_ns, args.workdir, args.manifest))
+    return asyncio.run(run(args.nodes, config_ns, args.workdir, args.manifest, args.node_time == "recorded"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ node printed. The cheap nodes of ``bench.real_cheap`` replay these answers (by t
 client work is measured on answers carrying a real journal, real ``/metrics`` text and real unit text.
 
 Writes ``OUT/<id>.out`` (the node's stdout for the command whose sha256 starts with ``id``) and
-``OUT/meta.json`` (the service's unit and bench_dir, each question's commands, sizes).
+``OUT/meta.json`` (the service's unit and bench_dir, each question's commands, sizes, and how long the node took
+to answer each: ``node_s``, from the command's start to its last byte, what the cheap nodes can wait before
+replaying it).
 """
 
 from __future__ import annotations
@@ -120,8 +122,12 @@ def prepare(port: int) -> Any:
     return write
 
 
-async def ask_all(config_path: Path, questions: tuple[str, ...]) -> dict[str, list[tuple[str, str]]]:
-    """Ask each question through the bot; the (command, stdout) of every remote command it ran."""
+Ran = dict[str, list[tuple[str, str, float]]]
+
+
+async def ask_all(config_path: Path, questions: tuple[str, ...]) -> Ran:
+    """Ask each question through the bot; the command, stdout and the node's time of every remote command it
+    ran."""
     from bot.app import runtime
     from bot.dispatch import answer
     from config.loader import load_config
@@ -130,18 +136,18 @@ async def ask_all(config_path: Path, questions: tuple[str, ...]) -> dict[str, li
     from services.models import CommandResult
 
     config = load_config(str(config_path))
-    ran: dict[str, list[tuple[str, str]]] = {}
+    ran: Ran = {}
     async with runtime(config) as rt:
         real_run = rt.pool.run
 
         async def recording(node: Node, command: str, *a: Any, **kw: Any) -> CommandResult:
             result = await real_run(node, command, *a, **kw)
-            current.append((command, result.stdout))
+            current.append((command, result.stdout, result.elapsed_s))
             return result
 
         rt.pool.run = recording  # type: ignore[method-assign]
         for q in questions:
-            current: list[tuple[str, str]] = []
+            current: list[tuple[str, str, float]] = []
             reply = await answer(q, rt.context(Asker(surface="slack"), service_data=False))
             if not reply.ok:
                 raise RuntimeError(f"{q!r} was not answered: {reply.error}")
@@ -149,7 +155,7 @@ async def ask_all(config_path: Path, questions: tuple[str, ...]) -> dict[str, li
     return ran
 
 
-def write(out: Path, ran: dict[str, list[tuple[str, str]]], started: float) -> dict[str, Any]:
+def write(out: Path, ran: Ran, started: float) -> dict[str, Any]:
     """The answers by command (its sha256's first 16 hex digits), and what they are."""
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.out"):
@@ -158,10 +164,11 @@ def write(out: Path, ran: dict[str, list[tuple[str, str]]], started: float) -> d
     questions: dict[str, list[str]] = {}
     for q, pairs in ran.items():
         questions[q] = []
-        for command, stdout in pairs:
+        for command, stdout, node_s in pairs:
             digest = command_id(command)
             (out / f"{digest}.out").write_text(stdout)
-            commands[digest] = {"command_bytes": len(command.encode()), "answer_bytes": len(stdout.encode())}
+            commands[digest] = {"command_bytes": len(command.encode()), "answer_bytes": len(stdout.encode()),
+                                "node_s": round(node_s, 3)}
             questions[q].append(digest)
     meta = {"unit": KIMI_UNIT, "bench_dir": BENCH_DIR, "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S UTC",
                                                                                      time.gmtime(started)),

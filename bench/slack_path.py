@@ -59,14 +59,15 @@ SETTINGS, STATUS = "what are current settings?", "status"
 
 
 @contextlib.contextmanager
-def real_cheap_nodes(n: int, config_ns: list[int], start_timeout_s: float = 300.0) -> Iterator[Manifest]:
+def real_cheap_nodes(n: int, config_ns: list[int], node_time: str = "recorded", start_timeout_s: float = 300.0
+                     ) -> Iterator[Manifest]:
     """A ``bench.real_cheap`` process with ``n`` nodes; stopped (its workdir removed) on the way out."""
     workdir = Path(tempfile.mkdtemp(prefix="ibench-real-", dir="/tmp"))
     manifest = workdir / "manifest.json"
     log = open(workdir.parent / f"{workdir.name}.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.real_cheap", "--nodes", str(n), "--configs", ",".join(map(str, config_ns)),
-         "--workdir", str(workdir), "--manifest", str(manifest)],
+         "--workdir", str(workdir), "--manifest", str(manifest), "--node-time", node_time],
         stdin=subprocess.PIPE, stdout=log, stderr=log, cwd=REPO_ROOT,
         env=os.environ | {"PYTHONPATH": str(REPO_ROOT)}, start_new_session=True)
     try:
@@ -283,7 +284,7 @@ async def client_cpu(slack: Slack, n: int, question: str, runs: int) -> dict[str
 
 
 async def measure(ns: list[int], burst_ns: list[int], runs: int, people: int,
-                  questions: tuple[str, ...] = (SETTINGS, STATUS)) -> dict[str, Any]:
+                  questions: tuple[str, ...] = (SETTINGS, STATUS), node_time: str = "recorded") -> dict[str, Any]:
     """Every N: the serving bot over the real cheap nodes, goal 6's CPU, and the bursts where asked."""
     from bench import bursts
 
@@ -292,7 +293,7 @@ async def measure(ns: list[int], burst_ns: list[int], runs: int, people: int,
     every = sorted(set(ns) | set(burst_ns))
     fake = await FakeSlack().start()
     try:
-        with real_cheap_nodes(max(every), every) as m:
+        with real_cheap_nodes(max(every), every, node_time) as m:
             out["recording"] = m.recording
             async with aiohttp.ClientSession() as http:
                 for n in every:
@@ -319,10 +320,12 @@ def main() -> int:
     p.add_argument("--burst-ns", default="8,64", help="N for the bursts (goal 5)")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--people", type=int, default=50)
+    p.add_argument("--node-time", choices=["recorded", "none"], default="recorded",
+                   help="the nodes answer after the time the real node took (default), or at once")
     args = p.parse_args()
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
     burst_ns = [int(x) for x in args.burst_ns.split(",") if x.strip()]
-    result = asyncio.run(measure(ns, burst_ns, args.runs, args.people))
+    result = asyncio.run(measure(ns, burst_ns, args.runs, args.people, node_time=args.node_time))
     json.dump(result, sys.stdout, indent=1)
     print()
     return 0
