@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import contenders as c
-from bench import report
+from bench import report, slack_report
 from bench.common import QUESTION, REPO_ROOT, Manifest, command_digest, raise_nofile, summarize
 from bench.machine import machine_info
 from bench.readiness import measure_readiness
@@ -261,7 +261,26 @@ def _mem_available_mib() -> int | None:
     return None
 
 
-QUICK = {"nodes": "1", "runs": 3, "cheap_nodes": "1,64,256", "cheap_runs": 2, "watch_intervals": 1}
+def run_slack_path(args: argparse.Namespace) -> dict[str, Any]:
+    """Issue 26's goals 5 and 6: the serving bot through a Slack stand-in on real-systemd answers (bench.slack_path)."""
+    import asyncio
+
+    from bench import slack_path
+
+    log(f"Slack path: inferbot serve through a Slack stand-in, N = {args.slack_ns} (client CPU), "
+        f"bursts of {args.people} at N = {args.burst_ns} …")
+    t0 = time.monotonic()
+    try:
+        result = asyncio.run(slack_path.measure(args.slack_ns, args.burst_ns, args.slack_runs, args.people))
+    except (RuntimeError, OSError, TimeoutError) as e:
+        log(f"Slack path: {e}")
+        return {"status": f"not measured: {str(e)[:300]}"}
+    log(f"Slack path: done ({time.monotonic() - t0:.0f}s)")
+    return result
+
+
+QUICK = {"nodes": "1", "runs": 3, "cheap_nodes": "1,64,256", "cheap_runs": 2, "watch_intervals": 1,
+         "slack_nodes": "1,64", "burst_nodes": "8", "slack_runs": 3}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -284,6 +303,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--watch-nodes", type=int, default=512, help="services the watcher polls at scale (default 512)")
     p.add_argument("--watch-intervals", type=int, default=3, help="15 s intervals measured (default 3)")
     p.add_argument("--skip-watch", action="store_true", help="no watcher at scale")
+    p.add_argument("--skip-slack", action="store_true", help="no Slack path (issue 26's goals 5 and 6)")
+    p.add_argument("--slack-nodes", default="1,64,512", help="N for the Slack path's client CPU (default 1,64,512)")
+    p.add_argument("--burst-nodes", default="8,64", help="N for the bursts through Slack (default 8,64)")
+    p.add_argument("--slack-runs", type=int, default=6, help="questions per N and question on the Slack path")
+    p.add_argument("--people", type=int, default=50, help="people asking at once in a burst (default 50)")
     p.add_argument("--name", default="latest", help="write bench/results/NAME.{json,md,png} (default latest)")
     p.add_argument("--banner", default="", help="words atop the report and the chart (e.g. why it is provisional)")
     args = p.parse_args(argv)
@@ -301,6 +325,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.runs < 1:
         p.error("--runs must be at least 1")
     args.cheap_runs = args.cheap_runs or args.runs
+    args.slack_ns = sorted({int(x) for x in args.slack_nodes.split(",") if x.strip()})
+    args.burst_ns = sorted({int(x) for x in args.burst_nodes.split(",") if x.strip()})
     args.skip_watch = args.skip_watch or args.skip_cheap
     if not args.skip_watch and not 1 <= args.watch_nodes <= 4096:
         p.error("--watch-nodes must be between 1 and 4096")
@@ -334,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         startup = c.startup(args.runs)
         if args.cheap_ns or not args.skip_watch:
             results += run_cheap(args, out)
+    slack_path: dict[str, Any] = {"status": "skipped (--skip-slack)"}
+    if not args.skip_slack and args.readiness != "only":
+        slack_path = run_slack_path(args)
     readiness: dict[str, Any] = {"status": "skipped (--readiness skip)"}
     if args.readiness != "skip":
         log("readiness-notice latency …")
@@ -409,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         "cluster_start_s": out["cluster_start_s"],
         "goals": report.goals(rows, args.cheap_ns, startup, cheap.get("recording", {}).get("node_cost", {}),
                               out.get("watch", {"status": "skipped"})),
+        "goals_26": slack_report.goals(slack_path),
+        "slack_path": slack_path,
         "earlier_goals": report.earlier_goals(rows, args.ns, readiness),
         "results": rows,
         "inferbot": inferbot,

@@ -133,20 +133,22 @@ def write_answers(answers_dir: Path, answers: dict[str, bytes], looping: Collect
     return {c: len(c.encode()) for c in answers}
 
 
-def sshd_config(hosts: list[str], port: int, d: Path, answers_dir: Path) -> str:
-    """The sshd_config of one group of up to 16 cheap nodes."""
+def sshd_config(hosts: list[str], port: int, d: Path, answers_dir: Path, force: str | None = None,
+                log_level: str = "ERROR") -> str:
+    """The sshd_config of one group of up to 16 cheap nodes (``force``: another ``ForceCommand``; ``log_level``
+    VERBOSE logs each session it starts, "Starting session: forced-command", for counting them on the node's side)."""
     if len(hosts) > GROUP:
         raise ValueError(f"OpenSSH takes at most {GROUP} ListenAddress lines")
     listen = "".join(f"ListenAddress {h}:{port}\n" for h in hosts)
     return (
         f"{listen}HostKey {d}/host_key\nPidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\n"
         "PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-        "PermitRootLogin prohibit-password\nStrictModes no\nLogLevel ERROR\n"
+        f"PermitRootLogin prohibit-password\nStrictModes no\nLogLevel {log_level}\n"
         "MaxStartups 4096\nMaxSessions 64\nLoginGraceTime 600\nClientAliveInterval 0\n"
         "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org\n"
         "PermitTTY no\nX11Forwarding no\nAllowTcpForwarding no\nAllowAgentForwarding no\nPermitUserRC no\n"
         "PrintMotd no\nPrintLastLog no\n"
-        f"ForceCommand {force_command(answers_dir)}\n"
+        f"ForceCommand {force or force_command(answers_dir)}\n"
     )
 
 
@@ -193,8 +195,10 @@ def _all_accept(hosts: list[str], port: int) -> bool:
     return True
 
 
-def start_group(hosts: list[str], workdir: Path, client_pub: Path, answers_dir: Path) -> Group:
-    """Start one sshd listening on every address of ``hosts`` (one port for all) and wait until all accept."""
+def start_group(hosts: list[str], workdir: Path, client_pub: Path, answers_dir: Path, force: str | None = None,
+                log_level: str = "ERROR") -> Group:
+    """Start one sshd listening on every address of ``hosts`` (one port for all) and wait until all accept
+    (``force``, ``log_level``: see :func:`sshd_config`)."""
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     d = workdir
@@ -211,7 +215,7 @@ def start_group(hosts: list[str], workdir: Path, client_pub: Path, answers_dir: 
         port = free_port(hosts[0])
         if not _port_free_on(hosts, port):
             continue
-        (d / "sshd_config").write_text(sshd_config(hosts, port, d, answers_dir))
+        (d / "sshd_config").write_text(sshd_config(hosts, port, d, answers_dir, force, log_level))
         proc = subprocess.Popen([SSHD, "-D", "-E", str(d / "sshd.log"), "-f", str(d / "sshd_config")],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

@@ -407,6 +407,11 @@ def markdown(report: dict[str, Any], chart_name: str | None = None) -> str:
                        headers=["", ""], tablefmt="github"), "",
               "## Goals (issue 15: judged on cheap nodes, and on the simulated node where it says so)", "",
               _goal_table(report["goals"]), ""]
+    if report.get("goals_26"):
+        from bench.slack_report import section
+
+        lines += ["## Goals of issue 26 judged here (5: bursts, 6: client CPU on the Slack path)", "",
+                  _goal_table(report["goals_26"]), "", *section(report.get("slack_path") or {})]
     if report.get("earlier_goals"):
         lines += ["## Earlier goals (simulated nodes; kept so the old comparisons stay)", "",
                   _goal_table(report["earlier_goals"]), ""]
@@ -465,4 +470,5 @@ def terminal(report: dict[str, Any]) -> str:
 
     return "\n".join([tabulate(report["table"], headers=HEADERS, tablefmt="simple", disable_numparse=True), "",
                       goal_table(report["goals"], "goal (issue 15)"), "",
+                      goal_table(report.get("goals_26", []), "goal (issue 26)"), "",
                       goal_table(report.get("earlier_goals", []), "earlier goal (simulated nodes)")])

@@ -12,9 +12,10 @@ import sys
 import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bot.shared_answers import SharedAnswers
 from config.models import BotConfig
 from handlers.context import Asker, Context
 from handlers.ports import Dashboards, Jobs, Notifier
@@ -52,6 +53,9 @@ class Runtime:
     # The store while it is still being opened (``runtime(..., store_soon=True)``; ``store`` is None then):
     # handed to each context as it is, so a handler waits for it only when it reads ``ctx.store``.
     opening: Future[Store] | None = None
+    # The questions being answered now, for a front end that lets the same question asked at once share one
+    # answer (``bot.dispatch.answer``'s ``shared``).
+    shared: SharedAnswers = field(default_factory=SharedAnswers)
 
     def context(self, asker: Asker | None = None, service_data: bool = True) -> Context:
         """A fresh handler context for one request (``service_data``: see ``Context``)."""

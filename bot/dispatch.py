@@ -7,6 +7,7 @@ import logging
 import time
 
 from bot.router import Aliases, Intent, route, service_aliases
+from bot.shared_answers import SharedAnswers, share_key
 from bot.understanding.commands_text import command_text
 from bot.understanding.markup import Message
 from handlers import help as help_handler
@@ -153,16 +154,24 @@ async def _answer(intent: Intent, ctx: Context, text: str | Message) -> tuple[Re
     return reply, "ok"
 
 
-async def answer(text: str | Message, ctx: Context) -> Reply:
+async def answer(text: str | Message, ctx: Context, shared: SharedAnswers | None = None) -> Reply:
     """The whole path for one message: route → handler → ``Reply`` (errors become friendly replies).
 
     ``text`` is what was typed in the terminal, or a Slack message already read (``markup.read``).
+    ``shared``: a front end answering many people at once passes its runtime's; then the same question asked
+    while it is being answered gets a copy of that answer instead of running its handler again
+    (``bot/shared_answers.py`` says which questions are the same).
     """
     started = time.monotonic()
     intent = await read_message(text, ctx)
     outcome = "ok"
+    key = share_key(intent, ctx) if shared is not None else None
+    made = True  # False: a copy of an answer someone else's question made (its garbage is not ours to collect)
     try:
-        reply, outcome = await _answer(intent, ctx, text)
+        if shared is not None and key is not None:
+            reply, outcome, made = await shared.answer(key, lambda: _answer(intent, ctx, text))
+        else:
+            reply, outcome = await _answer(intent, ctx, text)
     except Exception:
         # The person gets a short apology; the traceback goes to the log (it holds no message text).
         log.exception("handler %s failed", intent.command.name)
@@ -180,7 +189,7 @@ async def answer(text: str | Message, ctx: Context) -> Reply:
                "nodes": [n.name for n in intent.nodes], "ms": int((time.monotonic() - started) * 1000),
                "outcome": outcome},
     )
-    if len(intent.nodes) >= COLLECT_FROM_NODES:
+    if made and len(intent.nodes) >= COLLECT_FROM_NODES:
         # asyncssh leaves each finished command in reference cycles (its process, channel and streams) and the
         # long-running bot's collector runs seldom (bot/app.py GC_THRESHOLDS). Collected here, once the handler
         # has let go of its records, that memory is reused by the front end's rendering instead of adding to the

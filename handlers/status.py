@@ -22,7 +22,7 @@ from services.node.probe import ProbeOptions
 
 log = logging.getLogger("inferbot.status")
 # Two /metrics samples one second apart: enough to see tokens flowing (or a hung engine).
-STATUS_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=1.0)
+STATUS_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=1.0, metrics_read=True)
 BAR_WIDTH = 20
 
 

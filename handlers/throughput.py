@@ -10,7 +10,8 @@ from services.models import ServiceState
 from services.node.probe import ProbeOptions
 from services.parse import bench as bench_fmt
 
-THROUGHPUT_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=2.0, bench=True, gpus=False)
+THROUGHPUT_PROBE = ProbeOptions(metrics_samples=2, metrics_interval_s=2.0, bench=True, gpus=False,
+                                metrics_read=True)
 
 
 def _ms(v: float | None) -> str:

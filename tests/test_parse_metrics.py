@@ -273,3 +273,22 @@ def test_whole_scrapes_without_their_comments_read_the_same_either_way(name: str
     assert plain is not None and plain == _library(bare)
     assert metrics._parse(bare) == metrics._parse_from(metrics._library_samples(bare))
     assert metrics._plain_samples(text) is None  # with # HELP / # TYPE: prometheus_client's
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in METRICS.glob("*.prom")))
+def test_a_whole_scrape_reads_as_prometheus_client_reads_all_of_it(name: str) -> None:
+    """Only the families read are parsed (busy_v1_whole.prom: a busy V1 engine's whole exposition, recorded
+    from the real-systemd tier); what comes out is what reading every line with prometheus_client gives."""
+    text = (METRICS / name).read_text()
+    assert parse_metrics(text) == metrics._parse_from(metrics._library_samples(text))
+
+
+def test_a_scrape_cut_short_or_not_an_exposition_is_read_whole() -> None:
+    text = (METRICS / "busy_v1_whole.prom").read_text()
+    assert metrics._read_lines(text).count("\n") < text.count("\n") // 5
+    cut = text[: text.index("vllm:generation_tokens_total{") + 20]
+    assert metrics._read_lines(cut) == cut
+    with pytest.raises(MetricsParseError):
+        parse_metrics(cut)
+    page = "<html><body>502 Bad Gateway</body></html>\n" + text
+    assert metrics._read_lines(page) == page

@@ -21,6 +21,7 @@ change of what the probe delivers, and review the diff.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import re
@@ -37,7 +38,15 @@ from handlers.status import STATUS_PROBE
 from handlers.watcher import WATCH_PROBE
 from services.models import ServiceState
 from services.node.assemble import NodeFacts, assemble, attach_gpu_owners
-from services.node.probe import NodeRaw, ProbeOptions, ProbeTarget, build_script, parse_output, stdin_for
+from services.node.probe import (
+    METRICS_READ_FILTER,
+    NodeRaw,
+    ProbeOptions,
+    ProbeTarget,
+    build_script,
+    parse_output,
+    stdin_for,
+)
 from services.sim.node import SimNode
 from services.sim.scenarios import (
     KIMI_API_KEY,
@@ -181,6 +190,20 @@ def watched(d: dict[str, Any]) -> dict[str, Any]:
             "units": [{k: u[k] for k in ("unit", "show_rc", "show", "url", "health", "metrics")} for u in d["units"]]}
 
 
+READ_FAMILIES = re.compile(METRICS_READ_FILTER.split("|[0-9]")[0] + ")")  # the families, without the status line
+
+
+def read_metrics(d: dict[str, Any]) -> dict[str, Any]:
+    """An answer as a question that reads only some /metrics families sees it: each scrape's lines of those
+    families. Applied to the recorded whole scrapes and to what the node sent, so the node is seen to keep every
+    line of them (that it sends nothing else is test_probe_wire's)."""
+    out = copy.deepcopy(d)
+    for u in out["units"]:
+        for m in u["metrics"]:
+            m["probe"]["body"] = "\n".join(x for x in m["probe"]["body"].split("\n") if READ_FAMILIES.match(x))
+    return out
+
+
 async def sh(node: SimNode, script: str, stdin: str | None = None) -> str:
     proc = await asyncio.create_subprocess_exec(
         "sh", "-c", script, env={**os.environ, **node.shell_env()}, stdin=asyncio.subprocess.PIPE,
@@ -207,16 +230,21 @@ class Recording:
             raw = parse_output(await sh(node, build_script(targets, options), stdin))
             assert raw.complete
             got = digest(raw, targets, Run.of(node))
+            if options.metrics_read:
+                got = read_metrics(got)
             if options is WATCH_PROBE:
                 got = watched(got)
                 for u in raw.units if not RECORD else []:  # it asks less
                     assert not u.cat and u.environ is None and not u.files and u.version is None and u.models is None
             self.got[question] = got
-            if RECORD or got == self.want.get(question) or attempt == tries - 1:
+            want = self.want.get(question)
+            if want is not None and options.metrics_read:
+                want = read_metrics(want)
+            if RECORD or got == want or attempt == tries - 1:
                 break
             await asyncio.sleep(0.5)
         if not RECORD:
-            want = self.want[question]
+            want = read_metrics(self.want[question]) if options.metrics_read else self.want[question]
             assert json.dumps(got, indent=1, sort_keys=True) == json.dumps(want, indent=1, sort_keys=True)
         return raw
 
@@ -278,6 +306,9 @@ async def test_kimi_ready_every_question(started: Callable[[NodeScenario], Any])
     assert u.version is not None and u.models is not None and len(u.bench_files) == 4 and u.files and u.cat
     raw = await facts.check("status", kimi, target, STATUS_PROBE)
     assert len(raw.units[0].metrics) == 2 and raw.units[0].metrics[0].probe.status == 200
+    sent = [x for m in raw.units[0].metrics for x in m.probe.body.splitlines() if x]
+    assert all(re.match(METRICS_READ_FILTER, x) for x in sent)  # only what the answer reads ...
+    assert any(x.startswith("vllm:time_to_first_token_seconds_bucket{") for x in sent)  # ... latencies included
     await facts.check("check", kimi, target, ProbeOptions(journal_lines=5))  # inferbot check
     raw = await facts.check("charts", kimi, target, ProbeOptions(gpus=False, journal_lines=0, bench=True))
     assert len(raw.units[0].bench_files) == 4

@@ -24,6 +24,7 @@ The package, one concern per module:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -36,7 +37,7 @@ from slack_bolt.response import BoltResponse
 
 from bot.dispatch import answer
 from bot.slack import guards, restart_actions
-from bot.slack.blocks import SlackMessage, escape, failure_message, render_failure, render_messages
+from bot.slack.blocks import SlackMessage, escape, failure_message, render_failure
 from bot.slack.charts import upload_chart
 from bot.slack.groups import SlackGroups
 from bot.slack.guards import RateLimiter, TtlSet, Verdict, rate_limit_text
@@ -46,6 +47,7 @@ from bot.slack.listeners import register_listeners
 from bot.slack.listeners.command import SLASH_COMMAND
 from bot.slack.manifest import Manifest, Registrar
 from bot.slack.poster import SLACK_ERRORS, Poster, Where
+from bot.slack.render_memo import RenderMemo
 from bot.slack.restart_actions import RestartAction
 from bot.slack.runtime import SlackRuntime
 from bot.understanding.markup import Message
@@ -89,6 +91,7 @@ class SlackBot:
         self.seen = TtlSet()  # event ids this process took in hand (claimed, or being claimed)
         self.limiter = RateLimiter(settings.rate_limit_per_minute)
         self.tasks: set[asyncio.Task[None]] = set()
+        self.renders = RenderMemo()  # answers being posted, drawn once for every copy of a shared one
         self.registered = Manifest()  # what the listeners registered, in manifest terms
         self.role = role  # "leader" / "standby" once serving (the scheduler's leadership), for /healthz
         # What a confirm/cancel click runs (already acked); per app, so a test can put its own in.
@@ -212,7 +215,8 @@ class SlackBot:
         started = time.monotonic()
         asker = Asker(surface="slack", user_id=user, channel_id=channel, thread_ts=thread_ts)
         # Slack shows the cards, never the reply's data: the handlers leave the per-service JSON out.
-        reply = await answer(text, self.runtime.context(asker, service_data=False))
+        # Many people asking the same at once (an incident) share one answer: see bot/shared_answers.py.
+        reply = await answer(text, self.runtime.context(asker, service_data=False), self.runtime.shared)
         if restart_actions.is_confirmation(reply) and await restart_actions.post_confirmation(
                 self.runtime, channel, thread_ts, reply):
             # A restart confirmation: posted visibly by the restart wiring, which remembers its ts.
@@ -220,9 +224,14 @@ class SlackBot:
                                             "intent": reply.intent, "ms": int((time.monotonic() - started) * 1000),
                                             "outcome": "posted"})
             return
-        messages = _messages(reply, text, kind)
         where = Where(channel, thread_ts, response_url)
-        ok = await self.poster.say(where, messages)
+        with contextlib.ExitStack() as held:
+            try:
+                # Copies of one shared answer being posted at once are drawn once (bot/slack/render_memo.py).
+                messages = held.enter_context(self.renders.messages(reply))
+            except Exception as e:
+                messages = _render_failed(e, reply, text, kind)
+            ok = await self.poster.say(where, messages)
         if ok and reply.attachments:
             ok = await self.poster.attach(where, reply)
         if ok and reply.chart is not None:
@@ -282,18 +291,15 @@ class SlackBot:
                                             "outcome": "rate-limited"})
 
 
-def _messages(reply: Reply, text: str | Message, kind: str) -> list[SlackMessage]:
-    """The answer as Slack messages; if it cannot be laid out, one short answer saying so (logged)."""
-    try:
-        return render_messages(reply, attachments=False)
-    except Exception as e:
-        log.exception("rendering the answer for Slack failed",
-                      extra={"event": "slack-render", "intent": reply.intent, "kind": kind})
-        said = " ".join((text.plain if isinstance(text, Message) else text).split())
-        asked = said if len(said) <= 80 else said[:79] + "…"
-        return [failure_message(f"I could not lay out the answer to “{asked}” for Slack",
-                                f"{render_failure(e)} (logged). The terminal has it: "
-                                f"`inferbot ask \"{asked}\"` on the bot's host.")]
+def _render_failed(e: Exception, reply: Reply, text: str | Message, kind: str) -> list[SlackMessage]:
+    """The answer that could not be laid out for Slack: one short answer saying so (logged)."""
+    log.exception("rendering the answer for Slack failed",
+                  extra={"event": "slack-render", "intent": reply.intent, "kind": kind})
+    said = " ".join((text.plain if isinstance(text, Message) else text).split())
+    asked = said if len(said) <= 80 else said[:79] + "…"
+    return [failure_message(f"I could not lay out the answer to “{asked}” for Slack",
+                            f"{render_failure(e)} (logged). The terminal has it: "
+                            f"`inferbot ask \"{asked}\"` on the bot's host.")]
 
 
 class InferbotApp(AsyncApp):

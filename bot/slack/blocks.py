@@ -354,13 +354,25 @@ def _context(s: Section) -> list[_Piece]:
     return out
 
 
-def _section(s: Section) -> list[_Piece]:
+# Tables already drawn in this answer, by what they show: an answer about a fleet that runs one deployment has
+# the same flag and environment tables on every card, and drawing a table is most of the render's work.
+DrawnTables = dict[tuple[object, ...], list[tuple[bytes, int, str]]]
+
+
+def _section(s: Section, drawn_tables: DrawnTables | None = None) -> list[_Piece]:
+    key: tuple[object, ...] | None = None
+    if s.kind == "table" and drawn_tables is not None:
+        key = (s.title, tuple(s.headers), tuple(map(tuple, s.rows)))
+        if (done := drawn_tables.get(key)) is not None:
+            return [_Piece(json=j, size=n, text=t) for j, n, t in done]
     # A table is drawn by tabulate once, for its blocks and its fallback alike: drawing is a table's costly part.
     drawn = _tabulate(s) if s.kind == "table" else None
     pieces = _table(s, drawn) if drawn is not None else _section_pieces(s)
     if len(pieces) == 1:
         # Not split: the fallback is exactly what the terminal shows for this section.
         pieces[0].text = (render_table(s, drawn) if drawn is not None else render_section(s)).strip("\n")
+    if key is not None and drawn_tables is not None:
+        drawn_tables[key] = [(p.json, p.size, p.text) for p in pieces]
     return pieces
 
 
@@ -421,15 +433,16 @@ def attachment_sections(att: Attachment) -> list[Section]:
 
 def _pieces(reply: Reply, attachments: bool, consume: bool) -> Iterator[_Piece]:
     yield from _header(reply.title, reply.status)
+    tables: DrawnTables = {}
     if consume:
         # Each section let go once drawn: the answer's sections and its blocks are never all held at once.
         pending = reply.sections
         pending.reverse()
         while pending:
-            yield from _section(pending.pop())
+            yield from _section(pending.pop(), tables)
     else:
         for s in reply.sections:
-            yield from _section(s)
+            yield from _section(s, tables)
     if reply.actions:
         yield from _actions(reply.actions)
     if attachments:

@@ -6,11 +6,14 @@ URL is configurable (tests point it at the fake Slack; GovSlack has its own).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import aiohttp
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -98,7 +101,20 @@ def retry_handlers() -> list[AsyncRetryHandler]:
     ]
 
 
+WEB_API_TIMEOUT_S = 30  # slack_sdk's own default, for every call
+
+
 def make_client(token: Secret, base_url: str) -> AsyncWebClient:
-    """The Web API client every call goes through (Socket Mode's ``apps.connections.open`` included)."""
+    """The Web API client every call goes through (Socket Mode's ``apps.connections.open`` included).
+
+    Made in the running event loop (``inferbot serve``), it keeps one HTTP session for all its calls: without
+    one, slack_sdk opens a session — a new TCP and TLS connection — for each call, and an answer is many
+    ``chat.postMessage`` calls. Whoever made the client closes ``client.session`` when done (``serve`` does).
+    """
+    session = None
+    with contextlib.suppress(RuntimeError):  # no running loop: a session per call, as slack_sdk does alone
+        asyncio.get_running_loop()
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WEB_API_TIMEOUT_S))
     return AsyncWebClient(token=token.reveal(), base_url=base_url, retry_handlers=retry_handlers(),
-                          logger=logging.getLogger("slack_sdk.web.async_client"))
+                          logger=logging.getLogger("slack_sdk.web.async_client"), session=session,
+                          timeout=WEB_API_TIMEOUT_S)

@@ -113,6 +113,8 @@ async def serve(config: BotConfig, http: bool, host: str, port: int, *,
         problem = f"cannot reach the Slack Web API at {base_url} ({type(e).__name__})"
     if problem:
         print(shown(f"inferbot: {problem}"), file=sys.stderr)
+        if client.session is not None:
+            await client.session.close()
         return EXIT_USAGE
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

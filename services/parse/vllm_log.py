@@ -177,6 +177,22 @@ def _shorten(msg: str) -> str:
 
 _ANY_PHASE = re.compile("|".join(f"(?:{p.pattern})" for _, p in _PHASE_MARKERS))
 _ANY_FAILURE = re.compile("|".join(f"(?:{p.pattern})" for _, p in _FAILURE_MARKERS))
+_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit (str.isalnum's characters)
+
+
+def _plain_words(patterns: list[tuple[int, re.Pattern[str]]]) -> tuple[str, ...] | None:
+    """The texts of patterns that are alternations of plain text, so a substring search can stand in for
+    them (Python's regular expressions try such an alternation at every position); None if one is not."""
+    words: list[str] = []
+    for _, p in patterns:
+        for piece in p.pattern.split("|"):
+            if not re.fullmatch(r"(?:[^\\.^$*+?{}\[\]|()]|\\[.\-])+", piece):
+                return None
+            words.append(re.sub(r"\\(.)", r"\1", piece))
+    return tuple(words)
+
+
+_FAILURE_WORDS = _plain_words(_FAILURE_MARKERS)
 
 
 def parse_load_progress(text: str) -> LoadProgress:
@@ -185,29 +201,27 @@ def parse_load_progress(text: str) -> LoadProgress:
     ``text`` must hold only the current start (e.g. ``journalctl _SYSTEMD_INVOCATION_ID=...``); a
     failure marker anywhere in it sets ``failed``.
     """
+    lines = split_lines(text)
+    # The phase, the shard progress and the last line are each the newest of their kind: read from the end,
+    # they are found after a few lines instead of every line of a long start being searched three ways.
     phase: Phase | None = None
-    progress: re.Match[str] | None = None
+    for line in reversed(lines):
+        if _ANY_PHASE.search(line.msg):
+            phase = next(name for name, pattern in _PHASE_MARKERS if pattern.search(line.msg))
+            break
+    progress = next((m for line in reversed(lines)
+                     if "% Completed | " in line.msg and (m := _WEIGHT_PROGRESS.search(line.msg))), None)
+    # Banner art and separators carry no information for a status line.
+    last_line = next((line.msg for line in reversed(lines) if _ALNUM.search(line.msg)), "")
+    # The most serious failure marker anywhere; most starts have none, which one search of the text tells.
     failure: tuple[int, str] | None = None
-    last_line = ""
-    for line in split_lines(text):
-        msg = line.msg
-        # Banner art and separators carry no information for a status line.
-        if any(c.isalnum() for c in msg):
-            last_line = msg
-        # One combined search per kind first: most lines match no marker at all.
-        if _ANY_FAILURE.search(msg):
-            for prio, pattern in _FAILURE_MARKERS:
-                if pattern.search(msg) and (failure is None or prio < failure[0]):
-                    failure = (prio, _shorten(msg))
-                    break
-        if _ANY_PHASE.search(msg):
-            for name, pattern in _PHASE_MARKERS:
-                if pattern.search(msg):
-                    phase = name
-                    break
-        m = _WEIGHT_PROGRESS.search(msg)
-        if m:
-            progress = m
+    if any(w in text for w in _FAILURE_WORDS) if _FAILURE_WORDS is not None else _ANY_FAILURE.search(text):
+        for line in lines:
+            if _ANY_FAILURE.search(line.msg):
+                for prio, pattern in _FAILURE_MARKERS:
+                    if pattern.search(line.msg) and (failure is None or prio < failure[0]):
+                        failure = (prio, _shorten(line.msg))
+                        break
 
     result = LoadProgress(phase=phase, last_line=last_line, failed=failure[1] if failure else None)
     if progress is not None:

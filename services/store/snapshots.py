@@ -43,7 +43,8 @@ class SnapshotsRepo(Repository, Snapshots):
 
     @in_thread
     def record(self, state: ServiceState, now: datetime) -> SettingsSnapshot:
-        snap_id = self._record_id(state, aware(now, "now"))
+        with self.db.write() as conn:
+            snap_id = self._record_id(conn, state, aware(now, "now"))
         with self.db.read() as conn:
             row = conn.execute(select(snapshots).where(snapshots.c.id == snap_id)).one()
         return SettingsSnapshot.model_validate(as_dict(row))
@@ -69,38 +70,36 @@ class SnapshotsRepo(Repository, Snapshots):
 
     @in_thread
     def _record_each(self, states: list[ServiceState], now: datetime) -> list[Recorded]:
-        out: list[Recorded] = []
-        for st in states:
-            snap = self._record_id(st, now)
-            ready = None if st.state == "ready" else self._last_ready(st.service, st.node)
-            out.append((snap, ready))
-        return out
+        # One write transaction for the batch (a batch is up to 64 services, as the nodes answer), not one each.
+        with self.db.write() as conn:
+            snaps = [self._record_id(conn, st, now) for st in states]
+        return [(snap, None if st.state == "ready" else self._last_ready(st.service, st.node))
+                for snap, st in zip(snaps, states, strict=True)]
 
-    def _record_id(self, st: ServiceState, now: datetime) -> int:
+    def _record_id(self, conn: Connection, st: ServiceState, now: datetime) -> int:
         flags = dict(st.flags)
         env = dict(st.env)
         ready = st.state == "ready"
-        with self.db.write() as conn:
-            newest = conn.execute(
-                select(snapshots).where(snapshots.c.service == st.service, snapshots.c.node == st.node)
-                .order_by(snapshots.c.id.desc()).limit(1)
-            ).first()
-            if newest is not None and (newest.model == st.model and newest.version == st.version
-                                       and newest.flags == flags and newest.env == env):
-                values: dict[str, Any] = {"last_seen_at": max(newest.last_seen_at, now), "state": st.state,
-                                          "unit": st.unit}
-                if ready:
-                    values["was_ready"] = True
-                    values["last_ready_at"] = max(newest.last_ready_at or now, now)
-                conn.execute(update(snapshots).where(snapshots.c.id == newest.id).values(**values))
-                return int(newest.id)
-            result = conn.execute(insert(snapshots).values(
-                service=st.service, node=st.node, unit=st.unit, first_seen_at=now, last_seen_at=now,
-                model=st.model, flags=flags, env=env, version=st.version, state=st.state,
-                was_ready=ready, last_ready_at=now if ready else None,
-            ))
-            assert result.inserted_primary_key is not None
-            return int(result.inserted_primary_key[0])
+        newest = conn.execute(
+            select(snapshots).where(snapshots.c.service == st.service, snapshots.c.node == st.node)
+            .order_by(snapshots.c.id.desc()).limit(1)
+        ).first()
+        if newest is not None and (newest.model == st.model and newest.version == st.version
+                                   and newest.flags == flags and newest.env == env):
+            values: dict[str, Any] = {"last_seen_at": max(newest.last_seen_at, now), "state": st.state,
+                                      "unit": st.unit}
+            if ready:
+                values["was_ready"] = True
+                values["last_ready_at"] = max(newest.last_ready_at or now, now)
+            conn.execute(update(snapshots).where(snapshots.c.id == newest.id).values(**values))
+            return int(newest.id)
+        result = conn.execute(insert(snapshots).values(
+            service=st.service, node=st.node, unit=st.unit, first_seen_at=now, last_seen_at=now,
+            model=st.model, flags=flags, env=env, version=st.version, state=st.state,
+            was_ready=ready, last_ready_at=now if ready else None,
+        ))
+        assert result.inserted_primary_key is not None
+        return int(result.inserted_primary_key[0])
 
     @writing
     def mark_ready(self, conn: Connection, service: str, node: str, at: datetime) -> bool:

@@ -163,7 +163,7 @@ async def test_long_answer_is_split_into_threaded_messages_and_nothing_is_lost(f
                                                                                monkeypatch):
     reply = long_reply()
 
-    async def fake_answer(text, ctx):
+    async def fake_answer(text, ctx, *_):
         return reply
 
     monkeypatch.setattr(slack_app, "answer", fake_answer)
@@ -193,7 +193,7 @@ async def test_attachments_are_uploaded_as_files_in_the_thread(fake_slack: FakeS
                                                                serve_http, monkeypatch):
     log_text = "\n".join(f"line {i}" for i in range(500))
 
-    async def fake_answer(text, ctx):
+    async def fake_answer(text, ctx, *_):
         return Reply(intent="logs", title="logs kimi", sections=[Section(kind="text", text="500 lines")],
                      attachments=[Attachment(filename="kimi.log", title="kimi journal", content=log_text)])
 
@@ -210,7 +210,7 @@ async def test_failed_upload_falls_back_to_messages(fake_slack: FakeSlack, make_
                                                     monkeypatch):
     log_text = "\n".join(f"line {i}" for i in range(300))
 
-    async def fake_answer(text, ctx):
+    async def fake_answer(text, ctx, *_):
         return Reply(intent="logs", title="logs kimi",
                      attachments=[Attachment(filename="kimi.log", title="kimi journal", content=log_text)])
 
@@ -273,7 +273,7 @@ async def test_mention_ack_is_not_delayed_by_ssh_work(fake_slack: FakeSlack, mak
                                                       monkeypatch):
     real = slack_app.answer
 
-    async def slow(text, ctx):
+    async def slow(text, ctx, *_):
         await asyncio.sleep(0.5)
         return await real(text, ctx)
 

@@ -66,7 +66,7 @@ def unrenderable(_: str) -> Reply:
 async def test_an_answer_that_cannot_be_rendered_still_gets_a_short_answer(fake_slack: FakeSlack, make_app,
                                                                           empty_runtime, serve_http, monkeypatch,
                                                                           caplog) -> None:
-    async def answer(text: str, ctx: Any) -> Reply:
+    async def answer(text: str, ctx: Any, *_: Any) -> Reply:
         return unrenderable(text)
 
     monkeypatch.setattr(slack_app, "answer", answer)

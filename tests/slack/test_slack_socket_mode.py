@@ -68,7 +68,7 @@ async def test_slash_command_ack_is_not_delayed_by_a_slow_answer(fake_slack: Fak
 
     real = slack_app.answer
 
-    async def slow(text, ctx):
+    async def slow(text, ctx, *_):
         await asyncio.sleep(0.5)  # SSH to a slow node
         return await real(text, ctx)
 

@@ -87,8 +87,15 @@ def main() -> None:
         stamp = time.strftime("%m-%d %H:%M:%S")
         print(f"(APIServer pid={pid}) INFO {stamp} [{file}:{line}] {msg}", flush=True)
 
-    log(f"vLLM server version {VERSION}, serving model {model}", "api_server.py", 1845)
-    log(f"non-default args: {args!r}", "utils.py", 233)
+    busy = None
+    if os.environ.get("STANDIN_BUSY") or os.path.exists("/etc/inferbot/standin-busy"):
+        # A loaded, busy server's whole journal and its /metrics (standin_busy.py, beside this file).
+        import standin_busy
+
+        busy = standin_busy.run(model, str(names[0]), args, port, VERSION)
+    else:
+        log(f"vLLM server version {VERSION}, serving model {model}", "api_server.py", 1845)
+        log(f"non-default args: {args!r}", "utils.py", 233)
     extra = os.environ.get("STANDIN_LOG_LINES")
     if extra and os.path.exists(extra):
         with open(extra) as f:
@@ -103,8 +110,9 @@ def main() -> None:
                       flush=True)
         print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
         sys.exit(1)
-    log(f"Using max model len {max_len}", "model.py", 1742)
-    log(f"Starting vLLM server on http://{host}:{port}", "api_server.py", 1921)
+    if busy is None:
+        log(f"Using max model len {max_len}", "model.py", 1742)
+        log(f"Starting vLLM server on http://{host}:{port}", "api_server.py", 1921)
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
@@ -128,6 +136,8 @@ def main() -> None:
                 data = [{"id": n, "object": "model", "created": now, "owned_by": "vllm", "root": model,
                          "parent": None, "max_model_len": max_len, "permission": []} for n in names]
                 self._send(200, json.dumps({"object": "list", "data": data}).encode())
+            elif path == "/metrics" and busy is not None:
+                self._send(200, busy.text().encode(), "text/plain; version=0.0.4; charset=utf-8")
             elif path == "/metrics":
                 label = f'model_name="{names[0]}"'
                 body = (f"vllm:num_requests_running{{{label}}} 0.0\nvllm:num_requests_waiting{{{label}}} 0.0\n"
@@ -140,9 +150,10 @@ def main() -> None:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1" if host in ("0.0.0.0", "") else host, port), Handler)
-    print(f"(APIServer pid={pid}) INFO:     Started server process [{pid}]", flush=True)
-    print(f"(APIServer pid={pid}) INFO:     Waiting for application startup.", flush=True)
-    print(f"(APIServer pid={pid}) INFO:     Application startup complete.", flush=True)
+    if busy is None:
+        print(f"(APIServer pid={pid}) INFO:     Started server process [{pid}]", flush=True)
+        print(f"(APIServer pid={pid}) INFO:     Waiting for application startup.", flush=True)
+        print(f"(APIServer pid={pid}) INFO:     Application startup complete.", flush=True)
     server.serve_forever()
 
 

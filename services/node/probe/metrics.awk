@@ -3,10 +3,12 @@
 #   SCRAPE_TIME=T awk -v with_health=0|1 -v filtered=0|1 "$METRICS_AWK"
 # with_health=1: the first line is /health's (its body went to /dev/null), and /metrics counts only when
 # /health said 2xx or 5xx. filtered=1: only the lines of METRICS_FILTER (the watcher's chart samples) and
-# the status line are kept, the histograms that are most of the body are not sent.
+# the status line are kept, the histograms that are most of the body are not sent; filtered=2: likewise with
+# METRICS_READ_FILTER (the lines an answer reads).
 { lines[NR] = $0 }
 END {
-  curl_status = lines[NR]; first = 1; pattern = ENVIRON["METRICS_FILTER"]
+  curl_status = lines[NR]; first = 1
+  pattern = (filtered == 2) ? ENVIRON["METRICS_READ_FILTER"] : ENVIRON["METRICS_FILTER"]
   if (with_health) {
     code = ""; status = curl_status
     if (NR >= 2) {

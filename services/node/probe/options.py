@@ -43,6 +43,15 @@ METRICS_FILTER = (
     r"^(vllm:(prompt_tokens_total|generation_tokens_total|num_requests_running|num_requests_waiting|"
     r"kv_cache_usage_perc|gpu_cache_usage_perc)[{ ]|[0-9][0-9][0-9]$)"
 )
+# With ProbeOptions.metrics_read the node sends only the /metrics lines a question's answer reads
+# (services/parse/metrics.py): the watcher's, and the buckets of the TTFT and inter-token latency histograms.
+# A busy server's whole exposition is ~50 kB, its other histograms and collectors most of it, scraped twice
+# for a rate: sent, decoded and cut down for every node of a status or throughput question.
+METRICS_READ_FILTER = (
+    r"^(vllm:(prompt_tokens_total|generation_tokens_total|num_requests_running|num_requests_waiting|"
+    r"kv_cache_usage_perc|gpu_cache_usage_perc|(time_to_first_token_seconds|inter_token_latency_seconds|"
+    r"time_per_output_token_seconds)_bucket)[{ ]|[0-9][0-9][0-9]$)"
+)
 BENCH_KEYS = (
     "date|max_concurrency|output_throughput|request_rate|model_id|completed|num_prompts|mean_tpot_ms|"
     "median_ttft_ms|p99_ttft_ms|max_output_tokens_per_s|backend|label"
@@ -77,6 +86,7 @@ class ProbeOptions(Model):
     discover: bool = False
     models: bool = False  # ask /v1/models for services whose API key the bot holds
     metrics_filter: bool = False  # only the /metrics lines of METRICS_FILTER (the watcher's samples)
+    metrics_read: bool = False  # only the /metrics lines of METRICS_READ_FILTER (what an answer reads)
     # What settings are made of: the unit file (systemctl cat), the files it and the command read, the main
     # process's argv and environment, the unit's other processes. The watcher needs none of it.
     settings: bool = True

@@ -23,6 +23,7 @@ from services.node.probe.options import (
     MAX_ARGV_BYTES,
     MAX_PROCS,
     METRICS_FILTER,
+    METRICS_READ_FILTER,
     SHOW_PROPERTIES,
     ProbeOptions,
     ProbeTarget,
@@ -77,7 +78,8 @@ def library(readable: bool = False) -> str:
                          "MAX_ARGV_BYTES": MAX_ARGV_BYTES, "ARGS_SCAN": ARGS_SCAN})
     # awk reads the patterns from its environment (-v would process backslashes).
     patterns = " ".join(f"{name}={_q(value)}" for name, value in (
-        ("JOURNAL_FILTER", JOURNAL_FILTER), ("METRICS_FILTER", METRICS_FILTER), ("BENCH_PATTERN", BENCH_RE)))
+        ("JOURNAL_FILTER", JOURNAL_FILTER), ("METRICS_FILTER", METRICS_FILTER),
+        ("METRICS_READ_FILTER", METRICS_READ_FILTER), ("BENCH_PATTERN", BENCH_RE)))
     # Each program ends with a newline: the journal's follows the benchmark files' function.
     programs = [f"{name}={_q(_part(file, readable) + chr(10))}" for name, file in AWK_PROGRAMS.items()]
     return "\n".join([
@@ -94,11 +96,17 @@ def _discovery(readable: bool) -> str:
     return f"export DISCOVER_PATTERN={_q(DISCOVER_PATTERN)}\n" + _part(DISCOVERY, readable)
 
 
+def _metrics_filter(options: ProbeOptions) -> int:
+    """FILTER_METRICS: 0 the whole /metrics, 1 the watcher's lines (METRICS_FILTER), 2 the lines an answer reads
+    (METRICS_READ_FILTER)."""
+    return 1 if options.metrics_filter else (2 if options.metrics_read else 0)
+
+
 def _settings(options: ProbeOptions) -> str:
     """The question: what to ask, as shell variables (numbers and 0/1 switches)."""
     return "\n".join([
         _assign({"ASK_GPUS": int(options.gpus), "ASK_SETTINGS": int(options.settings),
-                 "ASK_API_INFO": int(options.api_info), "FILTER_METRICS": int(options.metrics_filter),
+                 "ASK_API_INFO": int(options.api_info), "FILTER_METRICS": _metrics_filter(options),
                  "DISCOVER": int(options.discover)}),
         _assign({"HTTP_TIMEOUT": f"{options.http_timeout_s:g}", "METRICS_SAMPLES": options.metrics_samples,
                  "METRICS_INTERVAL": f"{options.metrics_interval_s:g}"}),

@@ -206,7 +206,7 @@ http_sections() {
   case $health_code in 2*|5*) ;; *) return 0;; esac
   while [ "$scraped" -lt "$METRICS_SAMPLES" ]; do
     [ "$scraped" -eq 0 ] || sleep "$METRICS_INTERVAL"
-    if [ "$FILTER_METRICS" = 1 ]; then scrape_metrics 0; else http_get metrics; fi
+    if [ "$FILTER_METRICS" != 0 ]; then scrape_metrics 0; else http_get metrics; fi
     scraped=$((scraped + 1))
   done
 }

@@ -256,7 +256,7 @@ async def test_a_confirmation_falls_back_and_so_does_its_rewrite_on_a_click(
                                 actions=[Action(action_id="restart_confirm", text="Restart kimi", value=rid),
                                          Action(action_id="restart_cancel", text="Cancel", value=rid)])
 
-    async def asked(text: Any, ctx: Any) -> Reply:  # what `restart kimi` answers once its checks passed
+    async def asked(text: Any, ctx: Any, *_: Any) -> Reply:  # what `restart kimi` answers once its checks passed
         return confirmation
 
     monkeypatch.setattr(slack_app, "answer", asked)
@@ -345,7 +345,7 @@ async def test_a_chart_that_cannot_be_uploaded_is_said_through_the_poster(fake_s
                   panels=[ChartPanel(ylabel="tok/s", series=[ChartSeries(name="generation", y=[1.0, 2.0],
                                                                         x=[now - timedelta(minutes=1), now])])])
 
-    async def charted(text: Any, ctx: Any) -> Reply:
+    async def charted(text: Any, ctx: Any, *_: Any) -> Reply:
         return answer_reply("Throughput", chart=chart)
 
     monkeypatch.setattr(slack_app, "answer", charted)
