@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from config.models import BotConfig, Node, Service
-from services.models import GpuInfo, GpuProcess, Model, NodeError, ServiceState
+from services.models import CommandResult, GpuInfo, GpuProcess, Model, NodeError, ServiceState
 from services.node.assemble import NodeFacts, assemble, attach_gpu_owners
 from services.node.probe import (
     NodeRaw,
@@ -137,25 +137,9 @@ class Cluster:
         """:meth:`probe_node`, asked of the node."""
         discover = not services and not any(s.node == node.name for s in self.config.services)
         opts = options.model_copy(update={"discover": discover})
-        # A persistent probe (the watcher's) runs on the pool's long-lived session for this node when the pool
-        # keeps sessions (the scheduler's leader): one newline and its answer per poll, the script sent once.
-        persistent = opts.persistent and self.pool.sessions
-        timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
         started = time.monotonic()
         try:
-            if persistent:
-                targets = tuple(ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file,
-                                            bench_dir=s.bench_dir) for s in services)
-                result = await self.pool.ask(node, session_command(targets, opts), session_answer_end,
-                                             limit_s=timeout, wait_s=wait_s)
-            else:
-                probe = [
-                    ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
-                                models=key is not None)  # /v1/models is always asked: with the key when held
-                    for s, key in zip(services, keys, strict=True)
-                ]
-                result = await self.pool.run(node, probe_command(tuple(probe), opts), limit_s=timeout,
-                                             stdin=stdin_for(probe, list(keys)), wait_s=wait_s, read_only=True)
+            result = await self._ask(node, services, opts, wait_s, keys)
         except NodeUnreachable as e:
             err = e.error
             states = [
@@ -174,27 +158,26 @@ class Cluster:
             failed = [ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable", reason=err.reason,
                                    fix=err.fix) for s in services]
             return NodeReport(node=node.name, ok=False, error=err, elapsed_s=elapsed), failed, raw if keep_raw else None
-        facts = NodeFacts(raw)
-        by_unit = {u.unit: u for u in raw.units}
-        states = []
-        secrets = [k for k in keys if k]
-        if discover:
-            for u in raw.units:
-                states.append(assemble(discovered_name(u.unit), node.name, u, facts, secrets, opts.settings))
-        for s in services:
-            found = by_unit.get(s.unit)
-            if found is None:
-                states.append(ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
-                                           reason="the probe was cut short before this unit (node too slow?)"))
-                continue
-            states.append(assemble(s.name, node.name, found, facts, secrets, opts.settings))
-        leftovers = attach_gpu_owners(states, facts)
-        if not raw.complete:
-            log.warning("probe output from %s was incomplete", node.name)
-        report = NodeReport(node=node.name, ok=True, gpus=facts.gpus if node_gpus else [],
-                            processes=facts.processes if node_gpus else [], leftovers=leftovers, elapsed_s=elapsed,
-                            discovered=raw.discovered)
+        report, states = _read_answer(node, services, raw, opts, [k for k in keys if k], node_gpus, elapsed)
         return report, states, raw if keep_raw else None
+
+    async def _ask(self, node: Node, services: Sequence[Service], opts: ProbeOptions, wait_s: float | None,
+                   keys: tuple[str | None, ...]) -> CommandResult:
+        """Run the probe on the node: on the pool's long-lived session for a persistent probe (the watcher's,
+        on the scheduler's leader: one newline and its answer per poll, the script sent once), else one exec."""
+        timeout = node.timeout + (opts.metrics_interval_s * max(0, opts.metrics_samples - 1))
+        if opts.persistent and self.pool.sessions:
+            targets = tuple(ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file,
+                                        bench_dir=s.bench_dir) for s in services)
+            return await self.pool.ask(node, session_command(targets, opts), session_answer_end,
+                                       limit_s=timeout, wait_s=wait_s)
+        probe = [
+            ProbeTarget(unit=s.unit, api_url=s.api_url, log_file=s.log_file, bench_dir=s.bench_dir,
+                        models=key is not None)  # /v1/models is always asked: with the key when held
+            for s, key in zip(services, keys, strict=True)
+        ]
+        return await self.pool.run(node, probe_command(tuple(probe), opts), limit_s=timeout,
+                                   stdin=stdin_for(probe, list(keys)), wait_s=wait_s, read_only=True)
 
     async def answers(
         self, services: Sequence[Service], nodes: Sequence[Node], options: ProbeOptions | None = None,
@@ -279,3 +262,28 @@ def _copy(answer: NodeAnswer) -> NodeAnswer:
 def held_api_key(service: Service) -> str | None:
     """The API key the bot holds for ``service``, if any (the smoke completion and the benchmark send it)."""
     return _api_key(service)
+
+
+def _read_answer(node: Node, services: Sequence[Service], raw: NodeRaw, opts: ProbeOptions, secrets: list[str],
+                 node_gpus: bool, elapsed: float) -> tuple[NodeReport, list[ServiceState]]:
+    """What a node that ran the probe said: each asked (or discovered) service's state and the node's report."""
+    facts = NodeFacts(raw)
+    by_unit = {u.unit: u for u in raw.units}
+    states = []
+    if opts.discover:
+        for u in raw.units:
+            states.append(assemble(discovered_name(u.unit), node.name, u, facts, secrets, opts.settings))
+    for s in services:
+        found = by_unit.get(s.unit)
+        if found is None:
+            states.append(ServiceState(service=s.name, node=node.name, unit=s.unit, state="unreachable",
+                                       reason="the probe was cut short before this unit (node too slow?)"))
+            continue
+        states.append(assemble(s.name, node.name, found, facts, secrets, opts.settings))
+    leftovers = attach_gpu_owners(states, facts)
+    if not raw.complete:
+        log.warning("probe output from %s was incomplete", node.name)
+    report = NodeReport(node=node.name, ok=True, gpus=facts.gpus if node_gpus else [],
+                        processes=facts.processes if node_gpus else [], leftovers=leftovers, elapsed_s=elapsed,
+                        discovered=raw.discovered)
+    return report, states
