@@ -71,8 +71,8 @@ def worst_vs_alone(burst: dict[str, Any], kind: str) -> float | None:
     question made slow by the others."""
     ratios = by_kind_vs_alone(burst, kind)
     if not ratios:
-        old: float | None = burst[kind].get("slowest_vs_one")
-        return old
+        overall: float | None = burst[kind].get("slowest_vs_one")  # a result written before the questions were kept
+        return overall
     return None if any(r is None for r in ratios.values()) else max(r for r in ratios.values() if r is not None)
 
 
@@ -117,6 +117,6 @@ def section(result: dict[str, Any]) -> list[str]:
                       f"N={b['nodes']} " + ", ".join(f"{k} {v['wall_s']:.2f} s / {v['bot_cpu_s'] * 1000:.0f} ms CPU"
                                                      for k, v in b.get("alone", {}).items())
                       for b in result.get("bursts", [])) + " (median wall / the bot's CPU, 3 each). The identical "
-                  "burst's bot CPU against one answer's: 50 people asking cost each their own event, store claim and "
-                  "posts, and one shared answer.", ""]
+                  "burst's bot CPU against one answer's: each asker costs its own event, store claim and posts; the "
+                  "answer is made once.", ""]
     return lines
