@@ -24,7 +24,8 @@ READINESS_SLACK_S = 1.0
 WARM_VS_MUX = 1.0  # × OpenSSH parallel mux, cheap nodes, every N
 CLIENT_CPU_MS = 3.0  # per node per question, warm, cheap nodes, every N
 RSS_AT_MB, RSS_AT_N = 120.0, 512  # peak RSS of the serving bot with 512 nodes
-COLD_S, COLD_VS_SSH = 0.6, 1.5  # inferbot ask --json at N = 1 (simulated node): wall, × one-shot ssh
+COLD_S, COLD_VS_SSH = 0.6, 2.0  # inferbot ask --json at N = 1 (simulated node): wall, × one-shot ssh (issue 26
+# retired issue 15's 1.5×: the bench keeps watching that a change does not move it past 2.0×)
 HELP_S = 0.3  # inferbot --help
 PROBE_NODE_CPU_MS = 40.0  # the settings probe's CPU on the (simulated) node per question
 WATCH_CPU_PERCENT, WATCH_AT_N = 2.0, 512  # the watcher's CPU polling 512 services every 15 s
@@ -178,7 +179,8 @@ def goals(rows: list[dict[str, Any]], cheap_ns: list[int], startup: dict[str, An
                 "target": f"≤ {COLD_S:g} s", "measured": "— (N = 1 not run)" if cold is None else f"{cold:.2f} s",
                 "verdict": verdict([cold], COLD_S)})
     r = None if cold is None or one_shot is None else cold / one_shot
-    out.append({"goal": "cold `inferbot ask` ÷ one-shot `ssh` running the same remote command, N = 1",
+    out.append({"goal": "cold `inferbot ask` ÷ one-shot `ssh` running the same remote command, N = 1 (issue 15's "
+                        "1.5× retired by issue 26: kept at or under 2.0×)",
                 "target": f"≤ {COLD_VS_SSH:g}×",
                 "measured": "—" if r is None else f"{r:.2f}× ({cold:.2f} s vs {one_shot:.2f} s)",
                 "verdict": verdict([r], COLD_VS_SSH)})

@@ -6,6 +6,8 @@ from typing import Any
 
 from tabulate import tabulate
 
+from bench.real_cheap import QUESTIONS
+
 CLIENT_CPU_MS = 3.0  # goal 6: per node per question, the Slack path, render and posts included
 BURST_VS_ONE = 1.5  # goal 5: the slowest answer of a burst ÷ one question's wall
 
@@ -28,21 +30,50 @@ def goals(result: dict[str, Any]) -> list[dict[str, Any]]:
                     "stand-in, render and posts included, on real-systemd answers (cheap nodes)",
             "target": f"≤ {CLIENT_CPU_MS:g} ms", "measured": "; ".join(parts) or "—",
             "verdict": "NOT MEASURED" if worst is None else ("PASS" if worst <= CLIENT_CPU_MS else "MISS")}]
-    texts, ok = [], True
-    for b in result.get("bursts", []):
-        for kind in ("identical", "mixed"):
+    for kind, what in (("identical", "50 people asking the same question (status) at once"),
+                       ("mixed", "50 people asking at once, four questions in turn (settings, status, GPUs, "
+                                 "throughput), each question's slowest against it asked alone")):
+        texts, ok = [], True
+        for b in result.get("bursts", []):
             x = b[kind]
-            texts.append(f"N={b['nodes']} {kind}: {_fmt(x['slowest_vs_one'])}× ({_fmt(x['slowest_s'])} s vs "
-                         f"{_fmt(x['one_question_s'])} s), {x['answered']}/{x['asked']} answered, "
-                         f"{x['unreachable']} unreachable, {x['busy']} busy, {x['ssh_execs_per_node']:g} execs/node")
+            ratio = worst_vs_alone(b, kind)
+            texts.append(f"N={b['nodes']}: {_fmt(ratio)}× (slowest {_fmt(x['slowest_s'])} s), "
+                         f"{x['answered']}/{x['asked']} answered, {x['unreachable']} unreachable, {x['busy']} busy, "
+                         f"{x['ssh_execs_per_node']:g} execs/node")
             ok = ok and x["answered"] == x["asked"] and not x["unreachable"] and not x["busy"] and \
-                x["slowest_vs_one"] is not None and x["slowest_vs_one"] <= BURST_VS_ONE
-        ok = ok and b["identical"]["ssh_execs_per_node"] <= 1.0
-    out.append({"goal": "bursts: 50 people asking at once through Slack (8 and 64 nodes): every answer, none "
-                        "\"unreachable\" or \"busy\", slowest ≤ 1.5× one question, identical ones 1 SSH exec per node",
-                "target": f"≤ {BURST_VS_ONE:g}×", "measured": "; ".join(texts) or "—",
-                "verdict": "NOT MEASURED" if not texts else ("PASS" if ok else "MISS")})
+                ratio is not None and ratio <= BURST_VS_ONE
+            if kind == "identical":
+                ok = ok and x["ssh_execs_per_node"] <= 1.0
+        out.append({"goal": f"bursts through Slack (8 and 64 nodes), {what}: every answer, none \"unreachable\" or "
+                            "\"busy\", slowest ≤ 1.5× the question asked alone"
+                            + (", one SSH exec per node" if kind == "identical" else ""),
+                    "target": f"≤ {BURST_VS_ONE:g}×", "measured": "; ".join(texts) or "—",
+                    "verdict": "NOT MEASURED" if not texts else ("PASS" if ok else "MISS")})
     return out
+
+
+def by_kind_vs_alone(burst: dict[str, Any], kind: str) -> dict[str, float | None]:
+    """Each question of a burst: its slowest answer ÷ its median wall asked alone (None: one went unanswered)."""
+    x, alone = burst[kind], burst.get("alone", {})
+    out: dict[str, float | None] = {}
+    for name, one in alone.items():
+        question = QUESTIONS.get(name, name)
+        if question not in x.get("slowest_by_question", {}) and not (kind == "identical" and name == "status"):
+            continue
+        slowest = x.get("slowest_by_question", {}).get(question)
+        out[name] = None if slowest is None or x["answered"] < x["asked"] else slowest / one["wall_s"]
+    return out
+
+
+def worst_vs_alone(burst: dict[str, Any], kind: str) -> float | None:
+    """The goal's ratio for a burst: the worst over its questions of slowest ÷ the same question asked alone.
+    A mixed burst is judged per question: its slowest answer over the slowest question alone would hide a fast
+    question made slow by the others."""
+    ratios = by_kind_vs_alone(burst, kind)
+    if not ratios:
+        overall: float | None = burst[kind].get("slowest_vs_one")  # a result written before the questions were kept
+        return overall
+    return None if any(r is None for r in ratios.values()) else max(r for r in ratios.values() if r is not None)
 
 
 def _short(question: str) -> str:
@@ -72,11 +103,20 @@ def section(result: dict[str, Any]) -> list[str]:
     for b in result.get("bursts", []):
         for kind in ("identical", "mixed"):
             x = b[kind]
+            each = ", ".join(f"{k} {_fmt(r)}×" for k, r in by_kind_vs_alone(b, kind).items())
+            one_cpu = b.get("alone", {}).get("status", {}).get("bot_cpu_s") if kind == "identical" else None
+            cpu = _fmt(x["bot_cpu_s"], 3) + (f" ({x['bot_cpu_s'] / one_cpu:.1f}× one answer)" if one_cpu else "")
             brow.append([b["nodes"], kind, f"{x['answered']}/{x['asked']}", _fmt(x["slowest_s"]), _fmt(x["median_s"]),
-                         _fmt(x["one_question_s"]), _fmt(x["slowest_vs_one"]), x["unreachable"], x["busy"],
-                         f"{x['ssh_execs_per_node']:g}", _fmt(x["bot_cpu_s"], 3)])
+                         each, x["unreachable"], x["busy"], f"{x['ssh_execs_per_node']:g}", cpu])
     if brow:
-        lines += [tabulate(brow, headers=["N", "burst", "answered", "slowest s", "median s", "one question s",
-                                          "slowest ÷ one", "unreachable", "busy", "SSH execs/node", "bot CPU s"],
-                           tablefmt="github", disable_numparse=True), ""]
+        lines += [tabulate(brow, headers=["N", "burst", "answered", "slowest s", "median s",
+                                          "slowest ÷ the question alone", "unreachable", "busy", "SSH execs/node",
+                                          "bot CPU s"],
+                           tablefmt="github", disable_numparse=True), "",
+                  "Each question asked alone: " + "; ".join(
+                      f"N={b['nodes']} " + ", ".join(f"{k} {v['wall_s']:.2f} s / {v['bot_cpu_s'] * 1000:.0f} ms CPU"
+                                                     for k, v in b.get("alone", {}).items())
+                      for b in result.get("bursts", [])) + " (median wall / the bot's CPU, 3 each). The identical "
+                  "burst's bot CPU against one answer's: each asker costs its own event, store claim and posts; the "
+                  "answer is made once.", ""]
     return lines
