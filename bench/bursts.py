@@ -14,12 +14,10 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench.real_cheap import QUESTIONS, exec_count
-
-if TYPE_CHECKING:
-    from bench.slack_path import Slack
+from bench.slack_harness import Slack, texts
 
 SINGLES = 3
 WITHIN_S = 300.0
@@ -41,8 +39,6 @@ async def _alone(slack: Slack, question: str) -> tuple[float, float]:
 
 async def burst(slack: Slack, questions: list[str], n: int, logs: list[str]) -> dict[str, Any]:
     """Every question of ``questions`` sent at once, each by another person; what came back, and when."""
-    from bench.slack_path import texts
-
     assert slack.bot is not None
     asked = [(q, f"UBURST{i:05d}", slack.next_ts()) for i, q in enumerate(questions)]
     execs0, cpu0 = exec_count(logs), slack.bot.cpu_ns()
