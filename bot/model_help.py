@@ -90,7 +90,9 @@ async def _ask(text: str | Message, intent: Intent, ctx: Context, helper: str) -
         log.warning("model help refused the answer of %s: %s", helper, e)
         return None
     if found is None:
+        log.info("model help: %s could not place the message either", helper)
         return None
+    log.info("model help: %s placed the message as %s", helper, found.intent)
     reading = replace(intent, command=command(found.intent), intent=found.intent, services=found.services,
                       nodes=found.nodes, explicit_target=found.explicit_target, args=Args(), matched=True,
                       asked=False, offers=[], note=None, named_services=found.named_services,
