@@ -82,7 +82,8 @@ async def _ask(text: str | Message, intent: Intent, ctx: Context, helper: str) -
     result = await run_chat(ctx.cluster.pool, config.node(ready.node), ready.api_url, request,
                             held_api_key(service), config.understanding.timeout)
     if result.outcome != "ok" or result.content is None:
-        log.info("model help skipped: %s", result.detail)
+        # The server's error text may quote the message: only what failed is logged, not what it said.
+        log.info("model help skipped: %s", result.detail.split(" — ", 1)[0])
         return None
     try:
         found = model_answer.validate(result.content, config)

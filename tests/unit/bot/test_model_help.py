@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
@@ -111,7 +112,8 @@ HOSTILE = [
 
 
 async def test_a_hostile_answer_is_refused_and_the_message_stays_unplaced(
-        make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="inferbot")
     cluster = await helper_cluster(make_cluster, monkeypatch, {"model": "kimi", "timeout": "5s"})
     for content in HOSTILE:
         cluster.sims["gpu-a"].set_live(KIMI_UNIT, chat_content=content)
@@ -121,6 +123,9 @@ async def test_a_hostile_answer_is_refused_and_the_message_stays_unplaced(
         assert not [a for a in reply.actions if a.action_id == "restart_confirm"], content
         assert not [c for c in commands if "systemctl restart" in c], content
         assert "helped_by" not in reply.data["understood"] and HELPED not in render_text(reply), content
+    # Each refusal is logged with its reason, never with the person's words or the model's answer.
+    assert caplog.text.count("model help refused the answer of kimi") == len(HOSTILE)
+    assert "breathing" not in caplog.text and "prod-db" not in caplog.text and "Sure!" not in caplog.text
 
 
 async def test_a_slow_model_is_not_waited_for(make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
