@@ -9,7 +9,6 @@ error text is redacted before it leaves this module.
 
 from __future__ import annotations
 
-import base64
 import json
 import shlex
 from typing import Literal
@@ -18,6 +17,7 @@ from pydantic import Field, field_validator
 
 from config.models import API_URL_RE, Node
 from services.models import Model
+from services.node.curl_answer import error_text, read_curl_answer, unreachable_text
 from services.node.probe import remote_command
 from services.node.smoke import MODEL_RE
 from services.node.ssh import NodePool, NodeUnreachable
@@ -101,49 +101,19 @@ def build_chat_script(url: str, timeout_s: float) -> str:
     return f"M={shlex.quote(MARK)}; U={shlex.quote(url.rstrip('/'))}; T={timeout_s:g}\n" + _SCRIPT
 
 
-def _error_text(body: str) -> str:
-    """vLLM's error message from either of its error shapes, else the body."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body.strip()
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str) and err:
-            return err
-        if data.get("message"):
-            return str(data["message"])
-    return body.strip()
-
-
 def parse_chat_output(stdout: str, timeout_s: float, redactor: Redactor) -> ChatResult:
     """Read what the chat script printed (pure; tested on recorded shapes)."""
-    lines = stdout.splitlines()
-    at = next((i for i, line in enumerate(lines) if line.startswith(MARK + " ")), None)
-    if at is None:
+    found = read_curl_answer(stdout, MARK)
+    if found is None:
         return ChatResult(outcome="failed", detail="the chat completion did not run on the node (no answer)")
-    rc_text = lines[at][len(MARK) + 1:].removeprefix("rc=").strip()
-    rc = int(rc_text) if rc_text.isdigit() else -1
-    raw = lines[at + 1] if at + 1 < len(lines) else ""
-    try:
-        decoded = base64.b64decode(raw.strip(), validate=False).decode("utf-8", "replace")
-    except ValueError:
-        decoded = ""
+    rc, body, status, took = found.rc, found.body, found.status, found.took_s
     if rc == 28:
         return ChatResult(outcome="timeout", detail=f"the model did not answer within {timeout_s:g} s")
     if rc != 0:
-        return ChatResult(outcome="failed", detail=f"the chat completion could not reach the server (curl exit {rc})")
-    body, _, tail = decoded.rpartition("\n")
-    parts = tail.split()
-    status = int(parts[0]) if parts and parts[0].isdigit() else None
-    try:
-        took = float(parts[1]) if len(parts) > 1 else None
-    except ValueError:
-        took = None
+        return ChatResult(outcome="failed",
+                          detail=f"the chat completion could not reach the server ({unreachable_text(rc)})")
     if status != 200:
-        message = redactor.text(_error_text(body))[:ERROR_MAX] or "no error text"
+        message = redactor.text(error_text(body))[:ERROR_MAX] or "no error text"
         code = status if status is not None else "?"
         return ChatResult(outcome="failed", took_s=took, detail=f"the chat completion failed: HTTP {code} — {message}")
     try:

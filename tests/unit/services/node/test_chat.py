@@ -79,9 +79,9 @@ def test_curl_config_refuses_a_key_with_a_line_break() -> None:
 
 @pytest.mark.parametrize(("stdout", "outcome", "detail"), [
     (_out(28, "", "000 1.0"), "timeout", "the model did not answer within 1 s"),
-    (_out(7, "", "000 0.0"), "failed", "the chat completion could not reach the server (curl exit 7)"),
+    (_out(7, "", "000 0.0"), "failed", "the chat completion could not reach the server (connection refused)"),
     (_out(0, '{"error": {"message": "boom", "type": "InternalServerError"}}', "500 0.1"), "failed",
-     "the chat completion failed: HTTP 500 — boom"),
+     "the chat completion failed: HTTP 500 — InternalServerError: boom"),
     (_out(0, '{"object": "list"}', "200 0.1"), "failed", "the chat completion answered 200 without a message"),
     (_out(0, json.dumps({"choices": [{"message": {"content": "x" * 5000}}]}), "200 0.1"), "failed",
      "the chat completion's message is not a short text"),
