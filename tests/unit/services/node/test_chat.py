@@ -96,3 +96,10 @@ def test_an_error_is_redacted() -> None:
     body = json.dumps({"error": {"message": f"bad header Bearer {KIMI_API_KEY}"}})
     r = parse_chat_output(_out(0, body, "401 0.1"), 1, Redactor([KIMI_API_KEY]))
     assert KIMI_API_KEY not in r.detail and "[redacted]" in r.detail
+
+
+def test_the_template_passes_shellcheck() -> None:
+    from tests.test_probe_shellcheck import findings
+
+    found = findings(build_chat_script("http://127.0.0.1:8000", 1.5))
+    assert not found, found
