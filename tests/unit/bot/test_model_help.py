@@ -65,7 +65,8 @@ async def test_an_unplaced_message_is_placed_by_the_model_and_says_so(
     assert HELPED in out and "kimi on gpu-a" in out
     understood = reply.data["understood"]
     assert understood["intent"] == "status" and understood["helped_by"] == "kimi" and not understood["asked"]
-    assert json.dumps(reply.data)  # the --json data stays JSON
+    out_json = json.loads(json.dumps(reply.to_json(out)))  # what `inferbot ask --json` prints
+    assert out_json["data"]["understood"]["helped_by"] == "kimi" and HELPED in out_json["text"]
     [chat] = chats(commands)
     # The person's words and the key went on stdin only: the command line is the fixed template.
     assert all("breathing" not in c and KIMI_API_KEY not in c for c in commands)
