@@ -6,6 +6,7 @@ import gc
 import logging
 import time
 
+from bot import model_help
 from bot.router import Aliases, Intent, route, service_aliases
 from bot.shared_answers import SharedAnswers, share_key
 from bot.understanding.commands_text import command_text
@@ -27,11 +28,12 @@ MAX_SUGGESTIONS = help_handler.MAX_SUGGESTIONS
 suggestion_actions = help_handler.suggestion_actions
 
 
-def understood(intent: Intent) -> Understood:
-    """What the router read, as the reply says it back (``data.understood``)."""
+def understood(intent: Intent, helped_by: str | None = None) -> Understood:
+    """What the router read, as the reply says it back (``data.understood``); ``helped_by``: the service whose
+    model placed it."""
     return Understood(
         intent=intent.intent or intent.command.name, services=intent.named_services, nodes=intent.named_nodes,
-        score=intent.score, asked=intent.asked, suggestions=intent.offers, note=intent.note)
+        score=intent.score, asked=intent.asked, suggestions=intent.offers, note=intent.note, helped_by=helped_by)
 
 
 def unknown_target_reply(intent: Intent, ctx: Context) -> Reply:
@@ -164,8 +166,13 @@ async def answer(text: str | Message, ctx: Context, shared: SharedAnswers | None
     """
     started = time.monotonic()
     intent = await read_message(text, ctx)
+    helped = await model_help.consult(text, intent, ctx)
+    if helped is not None:
+        intent = helped.reading
     outcome = "ok"
-    key = share_key(intent, ctx) if shared is not None else None
+    # A reading the model made is answered for its asker alone: another's same-looking question was read by the
+    # rules, and its answer does not say the model helped.
+    key = share_key(intent, ctx) if shared is not None and helped is None else None
     made = True  # False: a copy of an answer someone else's question made (its garbage is not ours to collect)
     try:
         if shared is not None and key is not None:
@@ -180,7 +187,11 @@ async def answer(text: str | Message, ctx: Context, shared: SharedAnswers | None
                       sections=[Section(kind="text", text="Sorry — I hit an internal error answering that. "
                                         "It has been logged; please try again or ask an operator.")],
                       error="internal error")
-    reply.data.setdefault("understood", understood(intent).model_dump())
+    if helped is not None:
+        reply.sections.append(Section(kind="context", text=f"(understood with the help of {helped.by})"))
+    by = helped.by if helped is not None else None
+    # helped_by only when the model helped: every answer's data.understood stays as it was.
+    reply.data.setdefault("understood", understood(intent, by).model_dump(exclude=None if by else {"helped_by"}))
     reply.data.setdefault("suggestions", list(intent.offers[:MAX_SUGGESTIONS]))
     log.info(
         "answered",

@@ -306,6 +306,18 @@ class WatchSettings(_Strict):
     unhealthy_polls: int = Field(default=2, ge=1, le=20)  # looks in a row with /health failing before ⚠️
 
 
+class UnderstandingSettings(_Strict):
+    """``[understanding]``: the optional help of the cluster's own model (issue 23, point 9). Off unless
+    ``model`` names a configured service."""
+
+    # A configured service whose model classifies a message the rules cannot place (its name, as in
+    # [[services]]); None: never asked.
+    model: Name | None = None
+    # The model's answer must arrive within this (on the node, and the whole detour in the bot): a person waits
+    # for it, so it can be lowered but only raised to a small cap.
+    timeout: Duration = Field(default=1.0, gt=0, le=5.0)
+
+
 class StateSettings(_Strict):
     dir: str | None = None
     url: str | None = None
@@ -335,6 +347,7 @@ class BotConfig(_Strict):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     watch: WatchSettings = Field(default_factory=WatchSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    understanding: UnderstandingSettings = Field(default_factory=UnderstandingSettings)
     source: str | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")
@@ -352,6 +365,10 @@ class BotConfig(_Strict):
         keys = [(s.name, s.node) for s in self.services]
         if len(set(keys)) != len(keys):
             raise ValueError("the same service name appears twice on one node")
+        helper = self.understanding.model
+        if helper is not None and helper not in {s.name for s in self.services}:
+            raise ValueError(f"[understanding] model = {helper!r} is not a service in [[services]] (known: "
+                             f"{', '.join(sorted({s.name for s in self.services})) or 'none'})")
         return self
 
     def node(self, name: str) -> Node:

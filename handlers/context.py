@@ -54,6 +54,7 @@ class Understood(BaseModel):
     asked: bool = False  # the answer asks back instead of acting ("did you mean …?")
     suggestions: list[str] = Field(default_factory=list)  # full commands offered ("status kimi")
     note: str | None = None  # one line said before the answer (a second question offered, a doubt)
+    helped_by: str | None = None  # the service whose model placed it ([understanding] model; the rules could not)
 
 
 def utcnow() -> datetime:

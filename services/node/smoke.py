@@ -9,7 +9,6 @@ curl's header reader (``-H @-``), never on a command line. The answer is parsed 
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import shlex
@@ -17,6 +16,7 @@ from typing import Literal
 
 from config.models import API_URL_RE, Node, Service
 from services.models import Model
+from services.node.curl_answer import error_text, read_curl_answer, unreachable_text
 from services.node.probe import remote_command
 from services.node.ssh import NodePool, NodeUnreachable
 from services.redact import Redactor
@@ -69,51 +69,17 @@ def build_smoke_script(url: str, model: str, timeout_s: float) -> str:
     return head + _SCRIPT
 
 
-def _error_text(body: str) -> str:
-    """vLLM's error message from either error shape (``{"error": {"message": …}}`` or ``{"message": …}``)."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body.strip()
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            kind = err.get("type")
-            return f"{kind}: {err['message']}" if kind else str(err["message"])
-        if isinstance(err, str) and err:
-            return err
-        if data.get("message"):
-            kind = data.get("type")
-            return f"{kind}: {data['message']}" if kind else str(data["message"])
-    return body.strip()
-
-
 def parse_smoke_output(stdout: str, keyed: bool, timeout_s: float, redactor: Redactor) -> SmokeResult:
     """Read what the smoke script printed (pure; tested on recorded shapes)."""
-    lines = stdout.splitlines()
-    at = next((i for i, line in enumerate(lines) if line.startswith(MARK + " ")), None)
-    if at is None:
+    found = read_curl_answer(stdout, MARK)
+    if found is None:
         return SmokeResult(outcome="failed", detail="the smoke completion did not run on the node (no answer)")
-    rc_text = lines[at][len(MARK) + 1:].removeprefix("rc=").strip()
-    rc = int(rc_text) if rc_text.isdigit() else -1
-    raw = lines[at + 1] if at + 1 < len(lines) else ""
-    try:
-        decoded = base64.b64decode(raw.strip(), validate=False).decode("utf-8", "replace")
-    except ValueError:
-        decoded = ""
+    rc, body, status, took = found.rc, found.body, found.status, found.took_s
     if rc == 28:
         return SmokeResult(outcome="failed", detail=f"the smoke completion timed out after {timeout_s:g} s")
     if rc != 0:
-        what = {7: "connection refused", 6: "host not found", 52: "empty reply", 56: "connection reset"}.get(rc)
         return SmokeResult(outcome="failed", detail=f"the smoke completion could not reach the server "
-                                                    f"({what or f'curl exit {rc}'})")
-    body, _, tail = decoded.rpartition("\n")
-    parts = tail.split()
-    status = int(parts[0]) if parts and parts[0].isdigit() else None
-    try:
-        took = float(parts[1]) if len(parts) > 1 else None
-    except ValueError:
-        took = None
+                                                    f"({unreachable_text(rc)})")
     if status == 200:
         try:
             data = json.loads(body)
@@ -126,7 +92,7 @@ def parse_smoke_output(stdout: str, keyed: bool, timeout_s: float, redactor: Red
     if status == 401 and not keyed:
         return SmokeResult(outcome="skipped", status=status,
                            detail="the server requires an API key and I hold none (set api_key_env)")
-    message = redactor.text(_error_text(body))[:ERROR_MAX] or "no error text"
+    message = redactor.text(error_text(body))[:ERROR_MAX] or "no error text"
     if status == 401:
         message = "the server refused the API key I hold"
     return SmokeResult(outcome="failed", status=status,

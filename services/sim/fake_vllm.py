@@ -257,6 +257,8 @@ class FakeVllm:
         self.live_mtime = -1
         self.base_hung = profile.hung
         self.health_override: int | None = None
+        self.chat_content: str | None = None  # live: a structured chat's answer, whatever the schema says
+        self.chat_delay_s = 0.0  # live: how long a structured chat takes
 
     # -- output ------------------------------------------------------------------------------------------
     def _write(self, data: str) -> None:
@@ -592,6 +594,13 @@ class FakeVllm:
             return web.json_response({"error": "EngineCore encountered an issue."}, status=500)
         if request.path == "/v1/completions":
             return await self.h_text_complete(request)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = {}
+        fmt = body.get("response_format") if isinstance(body, dict) else None
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            return await self.h_structured_chat(body, fmt)
         self.prompt_tokens += 20
         self.gen_tokens += 16
         self.requests_ok += 1
@@ -599,6 +608,36 @@ class FakeVllm:
                                   "model": self.name, "choices": [{"index": 0, "finish_reason": "length",
                                   "message": {"role": "assistant", "content": "simulated " * 16}}],
                                   "usage": {"prompt_tokens": 20, "completion_tokens": 16, "total_tokens": 36}})
+
+    async def h_structured_chat(self, body: dict[str, Any], fmt: dict[str, Any]) -> Any:
+        """``/v1/chat/completions`` with ``response_format`` ``json_schema``: the keyword classifier's answer
+        (``services/sim/fake_classifier.py``). The live file can make it slow (``chat_delay_s``) or answer any
+        text instead (``chat_content``: a broken or talked-into-it model)."""
+        from aiohttp import web
+
+        from services.sim.fake_classifier import classify
+
+        if body.get("model") not in (self.sa.served or [self.sa.model]):
+            return web.json_response({"error": {
+                "message": f"The model `{body.get('model')}` does not exist.", "type": "NotFoundError",
+                "param": "model", "code": 404}}, status=404)
+        self.apply_live(time.time())
+        if self.chat_delay_s:
+            await asyncio.sleep(self.chat_delay_s)
+        spec = fmt.get("json_schema")
+        found = spec.get("schema") if isinstance(spec, dict) else None
+        schema: dict[str, Any] = found if isinstance(found, dict) else {}
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        content = self.chat_content if self.chat_content is not None else classify(schema, messages)
+        self.prompt_tokens += 200
+        self.gen_tokens += 16
+        self.requests_ok += 1
+        return web.json_response({"id": f"chatcmpl-{os.urandom(8).hex()}", "object": "chat.completion",
+                                  "created": int(time.time()), "model": body.get("model"),
+                                  "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                                               "message": {"role": "assistant", "content": content,
+                                                           "tool_calls": []}}],
+                                  "usage": {"prompt_tokens": 200, "completion_tokens": 16, "total_tokens": 216}})
 
     async def h_text_complete(self, request: Any) -> Any:
         """``/v1/completions`` in vLLM's shape; the profile can make it fail (500) or hang."""
@@ -743,7 +782,8 @@ class FakeVllm:
                 last_stats, last_prompt, last_gen = now, self.prompt_tokens, self.gen_tokens
 
     def apply_live(self, now: float) -> None:
-        """Read the live file when it changed: ``hung``, ``health_status`` (None: normal), ``die`` (engine now)."""
+        """Read the live file when it changed: ``hung``, ``health_status`` (None: normal), ``die`` (engine now),
+        ``chat_content`` and ``chat_delay_s`` (a structured chat's answer and delay)."""
         if self.live_path is None:
             return
         try:
@@ -758,6 +798,10 @@ class FakeVllm:
         self.p.hung = bool(data.get("hung", self.base_hung))
         status = data.get("health_status")
         self.health_override = int(status) if isinstance(status, int) else None
+        content = data.get("chat_content")
+        self.chat_content = content if isinstance(content, str) else None
+        delay = data.get("chat_delay_s")
+        self.chat_delay_s = float(delay) if isinstance(delay, (int, float)) else 0.0
         if data.get("die") and not self.engine_dead:
             self.die_engine(now)
 

@@ -333,7 +333,8 @@ class SimNode:
         )  # fmt: skip
 
     def set_live(self, unit: str, **changes: object) -> None:
-        """Change the running fake vLLM of ``unit`` now: ``hung``, ``health_status`` (503…; None: normal), ``die``."""
+        """Change the running fake vLLM of ``unit`` now: ``hung``, ``health_status`` (503…; None: normal), ``die``,
+        ``chat_content`` / ``chat_delay_s`` (what a structured chat answers, and after how long)."""
         path = self.root / "var/lib/inferbot-sim" / f"{unit}.json.live"
         data = json.loads(path.read_text()) if path.exists() else {}
         data.pop("die", None)  # a one-off, not a state
