@@ -146,7 +146,6 @@ async def run_cluster(n_nodes: int, config_ns: list[int], workdir: Path, manifes
     started = time.monotonic()
     os.chmod(workdir, 0o755)
     user = login_user()
-    run_as = user if os.geteuid() == 0 else None
     keydir = workdir / "client"
     keydir.mkdir(exist_ok=True)
     key = ClientKey(keydir)
@@ -154,42 +153,11 @@ async def run_cluster(n_nodes: int, config_ns: list[int], workdir: Path, manifes
                         ssh_config=str(workdir / "ssh_config"), cluster_pid=os.getpid())
     sims: list[SimNode] = []
     sshds: list[Sshd] = []
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
-
-    def _watch_stdin() -> None:
-        # The raw descriptor, not sys.stdin: a daemon thread blocked in a buffered read aborts shutdown.
-        with contextlib.suppress(OSError):
-            while os.read(0, 4096):  # returns b"" at EOF: the parent closed the pipe or died
-                pass
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(stop.set)
-
-    threading.Thread(target=_watch_stdin, daemon=True, name="stdin-eof").start()
+    stop = _stop_event()
     try:
-        for i in range(n_nodes):
-            root = workdir / "nodes" / node_name(i)
-            root.mkdir(parents=True)
-            os.chmod(root, 0o755)
-            scenario = kimi_node(port=free_port(), hostname=node_name(i))
-            sims.append(SimNode(root, scenario, run_as=run_as))
-
-        async def start_all() -> None:
-            await asyncio.gather(*(s.start() for s in sims))
-            await asyncio.gather(*(_settle(s, started + start_timeout_s) for s in sims))
-
-        starter = asyncio.ensure_future(asyncio.wait_for(start_all(), start_timeout_s))
-        stopper = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({starter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        if not starter.done():
-            starter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await starter
+        _add_sims(sims, n_nodes, workdir, run_as=user if os.geteuid() == 0 else None)
+        if not await _start_sims(sims, started + start_timeout_s, start_timeout_s, stop):
             return 1
-        stopper.cancel()
-        starter.result()  # raises TimeoutError when the start-up took too long
 
         async def start_one(i: int) -> Sshd:
             return await asyncio.to_thread(start_sshd, key, sims[i].shell_env(), node_host(i), user)
@@ -208,6 +176,58 @@ async def run_cluster(n_nodes: int, config_ns: list[int], workdir: Path, manifes
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(sim.stop(), 10)
         reap_all()
+
+
+def _stop_event() -> asyncio.Event:
+    """An event set on SIGTERM, SIGINT or SIGHUP, or once standard input closes (the parent closed it or died)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+
+    def _watch_stdin() -> None:
+        # The raw descriptor, not sys.stdin: a daemon thread blocked in a buffered read aborts shutdown.
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):  # returns b"" at EOF: the parent closed the pipe or died
+                pass
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=_watch_stdin, daemon=True, name="stdin-eof").start()
+    return stop
+
+
+def _add_sims(sims: list[SimNode], n_nodes: int, workdir: Path, run_as: str | None) -> None:
+    """Append ``n_nodes`` simulated Kimi nodes (not started yet), each in its own directory under ``workdir``."""
+    for i in range(n_nodes):
+        root = workdir / "nodes" / node_name(i)
+        root.mkdir(parents=True)
+        os.chmod(root, 0o755)
+        scenario = kimi_node(port=free_port(), hostname=node_name(i))
+        sims.append(SimNode(root, scenario, run_as=run_as))
+
+
+async def _start_sims(sims: list[SimNode], deadline: float, timeout_s: float, stop: asyncio.Event) -> bool:
+    """Start every node and wait until each load is in progress; False when told to stop first.
+
+    Raises TimeoutError when that takes longer than ``timeout_s``.
+    """
+
+    async def start_all() -> None:
+        await asyncio.gather(*(s.start() for s in sims))
+        await asyncio.gather(*(_settle(s, deadline) for s in sims))
+
+    starter = asyncio.ensure_future(asyncio.wait_for(start_all(), timeout_s))
+    stopper = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if not starter.done():
+        starter.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starter
+        return False
+    stopper.cancel()
+    starter.result()  # raises TimeoutError when the start-up took too long
+    return True
 
 
 def main() -> int:

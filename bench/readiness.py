@@ -32,10 +32,16 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.cluster import PR_SET_CHILD_SUBREAPER, reap_all
 from bench.common import REPO_ROOT
+
+if TYPE_CHECKING:
+    from bot.app import Runtime
+    from bot.scheduler import BotScheduler
+    from config.models import BotConfig
+    from services.sim.node import SimNode
 
 FEATURE = {"bot.scheduler": "bot/scheduler.py", "bot.jobs": "bot/jobs.py", "handlers.follow": "handlers/follow.py",
            "bot.slack.poster": "bot/slack/poster.py"}
@@ -79,27 +85,14 @@ async def _first_200(url: str, limit_s: float) -> float | None:
 
 async def run(samples: int) -> dict[str, Any]:
     """Measure ``samples`` restarts; the report dict (``latency_s`` = the worst sample)."""
-    from slack_sdk.web.async_client import AsyncWebClient
-
-    from bot.app import runtime
-    from bot.scheduler import BotScheduler
-    from bot.slack.poster import Poster
-    from config.models import BotConfig
-    from handlers.follow import start_follow
-    from services.sim.node import SimNode
-    from services.sim.scenarios import KIMI_UNIT, fast_profile, kimi_node, kimi_unit
-    from tests.sshd import ClientKey, free_port, login_user, start_sshd
+    from services.sim.scenarios import KIMI_UNIT
+    from tests.sshd import ClientKey, login_user, start_sshd
 
     fake_slack_cls = _load_fake_slack()
     tmp = Path(tempfile.mkdtemp(prefix="ibench-ready-", dir="/tmp"))
     os.chmod(tmp, 0o755)
     user = login_user()
-    port = free_port()
-    scenario = kimi_node(fast=True, port=port)
-    scenario.units[0] = kimi_unit(fast=True, port=port, profile=fast_profile(seconds_per_shard=LOAD_S / 119))
-    (tmp / "node").mkdir()
-    os.chmod(tmp / "node", 0o755)
-    sim = SimNode(tmp / "node", scenario, run_as=user if os.geteuid() == 0 else None)
+    sim = _sim_node(tmp, user)
     sshd = None
     fs = None
     try:
@@ -109,82 +102,10 @@ async def run(samples: int) -> dict[str, Any]:
         sshd = await asyncio.to_thread(start_sshd, key, sim.shell_env(), "127.0.0.2", user)
         (tmp / "known_hosts").write_text(sshd.known_hosts_line() + "\n")
         fs = await fake_slack_cls().start()
-        config = BotConfig.model_validate({
-            "nodes": [{"name": "gpu-a", "host": sshd.host, "port": sshd.port, "user": user,
-                       "key_file": str(key.private), "known_hosts": str(tmp / "known_hosts")}],
-            "services": [{"name": "kimi", "node": "gpu-a", "unit": KIMI_UNIT}],
-            "notify": {"channel": NOTIFY},
-            "state": {"dir": str(tmp / "state")},
-        })
+        config = _config(sshd.host, sshd.port, user, str(key.private), tmp)
         poll_s = float(config.watch.poll)  # the default: nothing above sets it
-        service = config.services[0]
-        out: dict[str, Any] = {"poll_interval_s": poll_s, "samples": []}
-        async with runtime(config) as rt:
-            probes: list[tuple[float, float]] = []  # (start, end) of each follow probe
-            real_snapshot = rt.cluster.snapshot
-
-            async def timed_snapshot(*a: Any, **kw: Any) -> Any:
-                t0 = time.monotonic()
-                try:
-                    return await real_snapshot(*a, **kw)
-                finally:
-                    probes.append((t0, time.monotonic()))
-
-            rt.cluster.snapshot = timed_snapshot  # type: ignore[method-assign]
-            notifier = Poster(AsyncWebClient(token="xoxb-bench", base_url=fs.api_url))
-            sched = BotScheduler()
-            await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=False)
-            try:
-                load_s = LOAD_S
-                for i in range(samples):
-                    # Spread /health over the poll cycle; the last sample starts following just before the
-                    # load ends, so /health turns 200 just after the first poll: close to the worst case.
-                    offset = max(0.0, load_s * i / max(1, samples - 1) - 0.3) if i else 0.0
-                    before = len(fs.calls)
-                    started_at = datetime.now(UTC)
-                    res = await sim.restart_unit(KIMI_UNIT)
-                    if res.rc != 0:
-                        raise RuntimeError(f"restart failed: {res.message}")
-                    restarted = time.monotonic()
-                    health = asyncio.ensure_future(_first_200(f"{sim.api_url(KIMI_UNIT)}/health", 120))
-                    await asyncio.sleep(offset)
-                    # As a confirmed restart does: follow the new invocation (the restart returned it).
-                    await start_follow(rt.context(), service, "restart", started_at,
-                                       invocation_id=sim.state(KIMI_UNIT).invocation_id or None)
-                    t_health = await health
-                    t_notice = await _notice(fs, before, "is ready", poll_s + 60)
-                    if t_health is None or t_notice is None:
-                        posted = [str(c.body.get("text", ""))[:120] for c in fs.calls[before:]
-                                  if c.method == "chat.postMessage"]
-                        follow = await rt.store.follows.get(f"{service.name}@{service.node}") if rt.store else None
-                        out["samples"].append({"error": "no /health 200" if t_health is None else "no notice",
-                                               "posted": posted[-5:], "follow": repr(follow)[:400],
-                                               "jobs": sched.job_ids()})
-                        continue
-                    if i == 0:
-                        load_s = min(t_health - restarted, poll_s)
-                    seen = [p for p in probes if p[0] >= t_health and p[0] <= t_notice]
-                    out["samples"].append({
-                        "follow_started_after_restart_s": round(offset, 2),
-                        "latency_s": round(t_notice - t_health, 3),
-                        "probe_to_notice_s": round(t_notice - seen[0][0], 3) if seen else None,
-                    })
-                    await _until_idle(sched, 20)  # the follow job removes itself after the notice
-            finally:
-                await sched.shutdown()
-        good = [s for s in out["samples"] if "latency_s" in s]
-        if not good:
-            out["status"] = "not measured (no sample completed)"
-            return out
-        worst = max(s["latency_s"] for s in good)
-        handling = [s["probe_to_notice_s"] for s in good if s["probe_to_notice_s"] is not None]
-        out["latency_s"] = worst
-        out["status"] = f"measured: worst of {len(good)} samples {worst:.2f}s with poll {poll_s:g}s"
-        if handling:
-            out["worst_case_bound_s"] = round(poll_s + max(handling), 3)
-            out["bound_note"] = ("/health can turn 200 just after a poll: the worst case is the poll interval plus "
-                                 "the time from the start of the poll that sees 'ready' to the notice")
-        return out
+        out: dict[str, Any] = {"poll_interval_s": poll_s, "samples": await _samples(config, sim, fs, samples)}
+        return _summary(out, poll_s)
     finally:
         if fs is not None:
             await fs.stop()
@@ -192,6 +113,129 @@ async def run(samples: int) -> dict[str, Any]:
             sshd.stop()
         await sim.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sim_node(tmp: Path, user: str) -> SimNode:
+    """The simulated Kimi node with a short load (``LOAD_S``), under ``tmp/node``."""
+    from services.sim.node import SimNode
+    from services.sim.scenarios import fast_profile, kimi_node, kimi_unit
+    from tests.sshd import free_port
+
+    port = free_port()
+    scenario = kimi_node(fast=True, port=port)
+    scenario.units[0] = kimi_unit(fast=True, port=port, profile=fast_profile(seconds_per_shard=LOAD_S / 119))
+    (tmp / "node").mkdir()
+    os.chmod(tmp / "node", 0o755)
+    return SimNode(tmp / "node", scenario, run_as=user if os.geteuid() == 0 else None)
+
+
+def _config(host: str, port: int, user: str, key_file: str, tmp: Path) -> BotConfig:
+    """The bot's config: the one node, its Kimi service, the notice channel, the state under ``tmp``."""
+    from config.models import BotConfig
+    from services.sim.scenarios import KIMI_UNIT
+
+    return BotConfig.model_validate({
+        "nodes": [{"name": "gpu-a", "host": host, "port": port, "user": user,
+                   "key_file": key_file, "known_hosts": str(tmp / "known_hosts")}],
+        "services": [{"name": "kimi", "node": "gpu-a", "unit": KIMI_UNIT}],
+        "notify": {"channel": NOTIFY},
+        "state": {"dir": str(tmp / "state")},
+    })
+
+
+async def _samples(config: BotConfig, sim: SimNode, fs: Any, samples: int) -> list[dict[str, Any]]:
+    """The bot's runtime and scheduler, then ``samples`` restarts, each followed until its notice."""
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.app import runtime
+    from bot.scheduler import BotScheduler
+    from bot.slack.poster import Poster
+
+    poll_s = float(config.watch.poll)
+    found: list[dict[str, Any]] = []
+    async with runtime(config) as rt:
+        probes: list[tuple[float, float]] = []  # (start, end) of each follow probe
+        real_snapshot = rt.cluster.snapshot
+
+        async def timed_snapshot(*a: Any, **kw: Any) -> Any:
+            t0 = time.monotonic()
+            try:
+                return await real_snapshot(*a, **kw)
+            finally:
+                probes.append((t0, time.monotonic()))
+
+        rt.cluster.snapshot = timed_snapshot  # type: ignore[method-assign]
+        notifier = Poster(AsyncWebClient(token="xoxb-bench", base_url=fs.api_url))
+        sched = BotScheduler()
+        await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=False)
+        try:
+            load_s = LOAD_S
+            for i in range(samples):
+                # Spread /health over the poll cycle; the last sample starts following just before the
+                # load ends, so /health turns 200 just after the first poll: close to the worst case.
+                offset = max(0.0, load_s * i / max(1, samples - 1) - 0.3) if i else 0.0
+                sample, health_after_s = await _sample(rt, sched, sim, fs, offset, probes)
+                found.append(sample)
+                if health_after_s is None:
+                    continue
+                if i == 0:
+                    load_s = min(health_after_s, poll_s)
+                await _until_idle(sched, 20)  # the follow job removes itself after the notice
+        finally:
+            await sched.shutdown()
+    return found
+
+
+async def _sample(rt: Runtime, sched: BotScheduler, sim: SimNode, fs: Any, offset: float,
+                  probes: list[tuple[float, float]]) -> tuple[dict[str, Any], float | None]:
+    """Restart the unit, follow it ``offset`` s later as a confirmed restart does, and time its notice; the
+    sample and how long /health took to turn 200 after the restart (None when the sample failed)."""
+    from handlers.follow import start_follow
+    from services.sim.scenarios import KIMI_UNIT
+
+    service = rt.config.services[0]
+    poll_s = float(rt.config.watch.poll)
+    before = len(fs.calls)
+    started_at = datetime.now(UTC)
+    res = await sim.restart_unit(KIMI_UNIT)
+    if res.rc != 0:
+        raise RuntimeError(f"restart failed: {res.message}")
+    restarted = time.monotonic()
+    health = asyncio.ensure_future(_first_200(f"{sim.api_url(KIMI_UNIT)}/health", 120))
+    await asyncio.sleep(offset)
+    # As a confirmed restart does: follow the new invocation (the restart returned it).
+    await start_follow(rt.context(), service, "restart", started_at,
+                       invocation_id=sim.state(KIMI_UNIT).invocation_id or None)
+    t_health = await health
+    t_notice = await _notice(fs, before, "is ready", poll_s + 60)
+    if t_health is None or t_notice is None:
+        posted = [str(c.body.get("text", ""))[:120] for c in fs.calls[before:] if c.method == "chat.postMessage"]
+        follow = await rt.store.follows.get(f"{service.name}@{service.node}") if rt.store else None
+        return {"error": "no /health 200" if t_health is None else "no notice", "posted": posted[-5:],
+                "follow": repr(follow)[:400], "jobs": sched.job_ids()}, None
+    seen = [p for p in probes if p[0] >= t_health and p[0] <= t_notice]
+    return {
+        "follow_started_after_restart_s": round(offset, 2),
+        "latency_s": round(t_notice - t_health, 3),
+        "probe_to_notice_s": round(t_notice - seen[0][0], 3) if seen else None,
+    }, t_health - restarted
+
+
+def _summary(out: dict[str, Any], poll_s: float) -> dict[str, Any]:
+    """``out`` with the worst latency, the status line and the worst-case bound added."""
+    good = [s for s in out["samples"] if "latency_s" in s]
+    if not good:
+        out["status"] = "not measured (no sample completed)"
+        return out
+    worst = max(s["latency_s"] for s in good)
+    handling = [s["probe_to_notice_s"] for s in good if s["probe_to_notice_s"] is not None]
+    out["latency_s"] = worst
+    out["status"] = f"measured: worst of {len(good)} samples {worst:.2f}s with poll {poll_s:g}s"
+    if handling:
+        out["worst_case_bound_s"] = round(poll_s + max(handling), 3)
+        out["bound_note"] = ("/health can turn 200 just after a poll: the worst case is the poll interval plus "
+                             "the time from the start of the poll that sees 'ready' to the notice")
+    return out
 
 
 async def _until_idle(sched: Any, limit_s: float) -> None:

@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from bench.common import QUESTION, command_digest, raise_nofile, read_vm_hwm_kib
-from bot.app import runtime
+from bot.app import Runtime, runtime
 from bot.dispatch import answer
 from config.loader import load_config
 from config.models import Node
@@ -60,6 +60,10 @@ class _Failures(logging.Handler):
         if record.exc_info and record.exc_info[1] is not None:
             e = record.exc_info[1]
             self.seen.append(f"{type(e).__name__}: {e}")
+
+    def last(self) -> str:
+        """`` (the last failure)`` to add to a reason, or "" when nothing failed."""
+        return f" ({self.seen[-1]})" if self.seen else ""
 
 
 SERVE_MODULES = ("bot.slack.serve", "bot.replicas", "bot.slack.app", "bot.scheduler", "bot.slack.poster",
@@ -106,7 +110,7 @@ def check_reply(reply: Reply, n_nodes: int, extra: str = "") -> str | None:
 
 def prepare_store(config_path: str) -> None:
     """Create or upgrade the state database in a child process, as the bot's previous run would have: a bot
-    restarted on its database does not import Alembic, one starting on a new database does (~12 MB, once)."""
+    restarted on its database does not import Alembic, one starting on a new database does (once)."""
     code = ("import asyncio, sys; from bot.app import open_store; from config.loader import load_config\n"
             "async def main():\n"
             "    store = open_store(load_config(sys.argv[1]))\n"
@@ -129,10 +133,6 @@ async def measure(config_path: str, runs: int, question: str, new_store: bool = 
                            "round_trips_per_node": [], "run_errors": [], "errors": []}
     failures = _Failures()
     logging.getLogger("inferbot").addHandler(failures)
-
-    def why_failed() -> str:
-        return f" ({failures.seen[-1]})" if failures.seen else ""
-
     out["slack_front_end_imported"] = _import_front_end()
     out["rss_before_first_question_kib"] = read_vm_hwm_kib()
     async with runtime(config) as rt:
@@ -145,51 +145,63 @@ async def measure(config_path: str, runs: int, question: str, new_store: bool = 
             return out
         out["alembic_imported"] = "alembic" in sys.modules
         asker = Asker(surface="slack")
-        sent: dict[str, str] = {}
-        real_run = rt.pool.run
-
-        async def recording_run(node: Node, command: str, *a: Any, **kw: Any) -> CommandResult:
-            sent[node.name] = command
-            return await real_run(node, command, *a, **kw)
-
-        rt.pool.run = recording_run  # type: ignore[method-assign]  # warm-up only: what the bot sends
-        t0, c0 = time.perf_counter(), _cpu_s()
-        first = await answer(question, rt.context(asker, service_data=False))
-        rt.pool.run = real_run  # type: ignore[method-assign]
-        if (why := check_reply(first, n, why_failed())) is None:
-            out["messages"] = _posted(first)
-        out["command_digest"] = command_digest(sent)
-        out["warmup_wall_s"] = time.perf_counter() - t0
-        out["warmup_cpu_ms_per_node"] = (_cpu_s() - c0) * 1000 / n
-        if why is not None:
-            out["errors"].append(f"warm-up: {why}")
-        out["warmup_error"] = why
-        # A serving bot posts an answer and drops it: holding the warm-up answer (or the previous one, below)
-        # while the next is built would add one or two whole answers to the peak RSS that the bot never has.
-        del first
+        # A serving bot posts an answer and drops it: each answer lives only in the call that asks it, since
+        # holding the warm-up answer or the previous one while the next is built would add one or two whole
+        # answers to the peak RSS that the bot never has.
+        await _warm_up(rt, asker, question, failures, out)
         out["connects_after_warmup"] = rt.pool.connects
         for _ in range(runs):
-            runs0 = rt.pool.runs
-            c0 = _cpu_s()
-            t0 = time.perf_counter()
-            reply = await answer(question, rt.context(asker, service_data=False))
-            wall = time.perf_counter() - t0
-            cpu = _cpu_s() - c0
-            why = check_reply(reply, n, why_failed())
-            if why is None:
-                _posted(reply)
-            out["render_s"].append(time.perf_counter() - t0 - wall)
-            out["render_cpu_ms_per_node"].append((_cpu_s() - c0 - cpu) * 1000 / n)
-            out["wall_s"].append(wall)
-            out["cpu_ms_per_node"].append(cpu * 1000 / n)
-            out["round_trips_per_node"].append((rt.pool.runs - runs0) / n)
-            del reply  # dropped before the next question, as the bot does (see the warm-up's)
-            out["run_errors"].append(why)
-            if why is not None:
-                out["errors"].append(why)
+            await _measured_question(rt, asker, question, failures, out)
         out["connects"] = rt.pool.connects
     out["peak_rss_kib"] = read_vm_hwm_kib()
     return out
+
+
+async def _warm_up(rt: Runtime, asker: Asker, question: str, failures: _Failures, out: dict[str, Any]) -> None:
+    """The first question: it opens the connections, and what the bot sends is recorded (its digest)."""
+    n = len(rt.config.nodes)
+    sent: dict[str, str] = {}
+    real_run = rt.pool.run
+
+    async def recording_run(node: Node, command: str, *a: Any, **kw: Any) -> CommandResult:
+        sent[node.name] = command
+        return await real_run(node, command, *a, **kw)
+
+    rt.pool.run = recording_run  # type: ignore[method-assign]  # warm-up only: what the bot sends
+    t0, c0 = time.perf_counter(), _cpu_s()
+    first = await answer(question, rt.context(asker, service_data=False))
+    rt.pool.run = real_run  # type: ignore[method-assign]
+    if (why := check_reply(first, n, failures.last())) is None:
+        out["messages"] = _posted(first)
+    out["command_digest"] = command_digest(sent)
+    out["warmup_wall_s"] = time.perf_counter() - t0
+    out["warmup_cpu_ms_per_node"] = (_cpu_s() - c0) * 1000 / n
+    if why is not None:
+        out["errors"].append(f"warm-up: {why}")
+    out["warmup_error"] = why
+
+
+async def _measured_question(rt: Runtime, asker: Asker, question: str, failures: _Failures,
+                             out: dict[str, Any]) -> None:
+    """One timed question, answered and rendered as the Slack front end does; its costs appended to ``out``."""
+    n = len(rt.config.nodes)
+    runs0 = rt.pool.runs
+    c0 = _cpu_s()
+    t0 = time.perf_counter()
+    reply = await answer(question, rt.context(asker, service_data=False))
+    wall = time.perf_counter() - t0
+    cpu = _cpu_s() - c0
+    why = check_reply(reply, n, failures.last())
+    if why is None:
+        _posted(reply)
+    out["render_s"].append(time.perf_counter() - t0 - wall)
+    out["render_cpu_ms_per_node"].append((_cpu_s() - c0 - cpu) * 1000 / n)
+    out["wall_s"].append(wall)
+    out["cpu_ms_per_node"].append(cpu * 1000 / n)
+    out["round_trips_per_node"].append((rt.pool.runs - runs0) / n)
+    out["run_errors"].append(why)
+    if why is not None:
+        out["errors"].append(why)
 
 
 def main() -> int:
