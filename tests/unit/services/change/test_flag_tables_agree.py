@@ -11,7 +11,9 @@ sets to it, flag by flag, so that adding a flag to one table without the other f
 
 from __future__ import annotations
 
+import tomllib
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +67,10 @@ def test_every_flag_the_parser_groups_is_a_flag_of_vllm(table: VersionTable) -> 
     known = set(table.flags) | set(table.removed)
     assert sorted(n for n in names if "*" not in n and n not in known) == []
     assert [p for p in names if "*" in p and not any(fnmatchcase(n, p) for n in known)] == []
+
+
+def test_every_flag_people_have_everyday_words_for_is_a_flag_of_vllm(table: VersionTable) -> None:
+    """The understanding's third list (``bot/understanding/data/flags.toml``: "context length" → max-model-len)
+    names only flags the change's table knows, so a flag a question finds is one a change can set."""
+    words = tomllib.loads((Path(__file__).parents[4] / "bot/understanding/data/flags.toml").read_text("utf-8"))
+    assert sorted(n for n in words["flags"] if n not in table.flags and n not in table.removed) == []
