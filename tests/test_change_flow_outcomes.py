@@ -8,11 +8,14 @@ The truth is the node: the simulated process's ``/proc/<pid>/cmdline`` and the d
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
+from bot.render_text import render_text
 from config.models import BotConfig
+from handlers.common import fmt_duration
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster
 from tests.test_acceptance import bench_cluster, previous_result
@@ -155,3 +158,41 @@ async def test_max_parallel_nodes_after_the_first_at_a_time(make_cluster: MakeCl
                                                                             at[("verified", "gpu-c")]), seen
         for n in ("gpu-a", "gpu-b", "gpu-c"):
             assert flag(argv_of(cluster.sims[n]), "--max-num-seqs") == "96"
+
+
+async def test_contradictions_the_node_shows_are_refused_before_anyone_is_asked(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    pid = sim.state(KIMI_UNIT).main_pid
+    # Another process listens on a port of the node (the node's own /proc/net/tcp, read over SSH, is the truth).
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        async with bot(cluster.config) as b:
+            r = await b.ask(f"set --port {port} on kimi")
+            assert not r.ok and not r.actions
+            steps = {s["name"]: s for s in r.data["change"]["preflight"]}
+            assert steps["port"]["status"] == "failed" and f"port {port} is already taken on gpu-a" in str(r.error)
+            # Tensor × pipeline parallel size against the node's GPUs (the simulated nvidia-smi lists 8).
+            r = await b.ask("set -tp 8 -pp 2 on kimi")
+            assert not r.ok and not r.actions
+            assert "tensor 8 × pipeline 2 needs 16 GPUs, and gpu-a has 8" in str(r.error), r.error
+            assert not dropin(cluster).exists() and b.restarts_run() == [] and sim.state(KIMI_UNIT).main_pid == pid
+    finally:
+        taken.close()
+
+
+async def test_the_preview_names_the_cost_of_the_last_load(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster)
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set max-num-seqs 200 on kimi")
+        assert "a restart: no earlier load is on record" in render_text(reply)
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, "✅ change #1 on kimi kept", NOTIFY)), 60, "kept")
+        store = b.rt.store
+        assert store is not None
+        took = (await store.loads.durations("kimi", "gpu-a", limit=1))[0]
+        reply = await ask_change(b, "set max-num-seqs 100 on kimi")
+        assert f"a restart: the last load took {fmt_duration(took)}" in render_text(reply)
