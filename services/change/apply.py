@@ -50,7 +50,7 @@ class Applied(BaseModel):
             return "ok"
         disk = "inferbot's drop-in is on disk" if self.on_disk is not None else "inferbot's drop-in is not on disk"
         return f"{failed.summary()} — {disk}; to give {self.by_hand.split()[-1]} its own settings back by hand: " \
-               f"{self.by_hand}"
+               f"`{self.by_hand}`"
 
 
 def by_hand(service: Service) -> str:
