@@ -48,6 +48,10 @@ async def test_a_change_that_changes_nothing_says_so_and_stops(make_cluster: Mak
         assert store is not None
         assert "change.refused" in events(await store.audit.recent("kimi", limit=50))
         assert "change.requested" not in events(await store.audit.recent("kimi", limit=50))  # nobody was asked
+        # Everyday words for a flag (what the `flag` answer reads) are refused with the flag they name.
+        r = await b.ask("set context length 65536 on kimi")
+        assert not r.ok and not r.actions and "did you mean --max-model-len?" in str(r.error), r.error
+        assert r.data["change"]["suggestions"] == ["max-model-len"]
 
 
 async def test_an_unhealthy_notice_inside_the_verify_window_rolls_back(make_cluster: MakeCluster) -> None:
