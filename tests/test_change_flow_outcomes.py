@@ -20,7 +20,7 @@ from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster
 from tests.test_acceptance import bench_cluster, previous_result
 from tests.test_change_flow import argv_of, ask_change, change_cluster, dropin, events, flag, until_step
-from tests.test_restart import BOB, NOTIFY, OPS, THREAD, bot, notices, until
+from tests.test_restart import BOB, NOTIFY, OPS, THREAD, bot, notices, set_profile, until
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -54,9 +54,16 @@ async def test_a_change_that_changes_nothing_says_so_and_stops(make_cluster: Mak
         assert r.data["change"]["suggestions"] == ["max-model-len"]
 
 
-async def test_an_unhealthy_notice_inside_the_verify_window_rolls_back(make_cluster: MakeCluster) -> None:
+@pytest.mark.parametrize(("live", "normal"), [({"health_status": 503}, {"health_status": None}),
+                                              ({"hung": True}, {"hung": False})], ids=["unhealthy", "hung"])
+async def test_an_unhealthy_or_hung_notice_inside_the_verify_window_rolls_back(
+        make_cluster: MakeCluster, live: dict[str, object], normal: dict[str, object]) -> None:
     cluster = await change_cluster(make_cluster, changes={"verify_window": "30s"})
     sim = cluster.sims["gpu-a"]
+    data = cluster.config.model_dump()
+    data["watch"]["hung_after"] = "1s"
+    cluster.config = BotConfig.model_validate(data)
+    set_profile(sim, traffic_tps=200.0, running=3, waiting=4)  # requests in flight (the change's start has them)
     operator_argv = argv_of(sim)
     async with bot(cluster.config, watch=True) as b:
         reply = await ask_change(b, "set max-num-seqs 64 on kimi")
@@ -64,9 +71,12 @@ async def test_an_unhealthy_notice_inside_the_verify_window_rolls_back(make_clus
         await b.click("restart_confirm", rid, user=BOB)
         await until_step(b, rid, "verifying")
         assert flag(argv_of(sim), "--max-num-seqs") == "64"
-        sim.set_live(KIMI_UNIT, health_status=503)  # /health answers 503: the health watcher's unhealthy
-        await until(lambda: bool(notices(b, "❌ change #1 on kimi failed:", NOTIFY)), 60, "the failure")
-        sim.set_live(KIMI_UNIT, health_status=None)
+        sim.set_live(KIMI_UNIT, **live)  # /health answers 503, or the tokens stop while requests run: the watcher's
+        try:
+            await until(lambda: bool(notices(b, "❌ change #1 on kimi failed:", NOTIFY)), 60, "the failure")
+        except AssertionError:
+            raise AssertionError(f"no failure; notices: {b.notifier.texts(NOTIFY)}; {sim.state(KIMI_UNIT)}") from None
+        sim.set_live(KIMI_UNIT, **normal)
         said = notices(b, "❌ change #1 on kimi failed:", NOTIFY)
         assert len(said) == 1 and "within the verify window" in said[0] and "↩️ rolling back" in said[0], said
         await until(lambda: bool(notices(b, "✅ kimi is back on its previous settings", NOTIFY)), 60, "the rollback")
