@@ -16,7 +16,7 @@ import pytest
 from bot.render_text import render_text
 from config.models import BotConfig
 from handlers.common import fmt_duration
-from services.sim.scenarios import KIMI_UNIT
+from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 from tests.conftest import MakeCluster
 from tests.test_acceptance import bench_cluster, previous_result
 from tests.test_change_flow import argv_of, ask_change, change_cluster, dropin, events, flag, until_step
@@ -198,15 +198,30 @@ async def test_contradictions_the_node_shows_are_refused_before_anyone_is_asked(
         taken.close()
 
 
-async def test_the_preview_names_the_cost_of_the_last_load(make_cluster: MakeCluster) -> None:
+async def test_the_preview_names_the_cost_of_the_last_load(make_cluster: MakeCluster,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = await change_cluster(make_cluster)
     async with bot(cluster.config) as b:
         reply = await ask_change(b, "set max-num-seqs 200 on kimi")
         assert "a restart: no earlier load is on record" in render_text(reply)
         await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
         await until(lambda: bool(notices(b, "✅ change #1 on kimi kept", NOTIFY)), 60, "kept")
+        # The unit asks for an API key the bot does not hold: its smoke completion was skipped, and the kept
+        # notice does not claim it (as the load's own ✅ says).
+        assert any("smoke test skipped" in t for t in b.notifier.texts(NOTIFY))
+        kept = notices(b, "✅ change #1 on kimi kept", NOTIFY)[0]
+        assert "ready (the smoke completion was skipped)" in kept and ", the smoke completion" not in kept, kept
         store = b.rt.store
         assert store is not None
         took = (await store.loads.durations("kimi", "gpu-a", limit=1))[0]
         reply = await ask_change(b, "set max-num-seqs 100 on kimi")
         assert f"a restart: the last load took {fmt_duration(took)}" in render_text(reply)
+    # With the unit's API key the smoke completion runs and passes: then, and only then, the notice names it.
+    monkeypatch.setenv("INFERBOT_TEST_KIMI_KEY", KIMI_API_KEY)
+    data = cluster.config.model_dump()
+    data["services"][0]["api_key_env"] = "INFERBOT_TEST_KIMI_KEY"
+    async with bot(BotConfig.model_validate(data)) as b:
+        await b.click("restart_confirm", str(reply.data["request_id"]), user=BOB)
+        await until(lambda: bool(notices(b, "✅ change #2 on kimi kept", NOTIFY)), 60, "kept")
+        kept = notices(b, "✅ change #2 on kimi kept", NOTIFY)[0]
+        assert ": ready, the smoke completion, no crash" in kept and "skipped" not in kept, kept
