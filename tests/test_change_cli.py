@@ -56,3 +56,18 @@ def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "bot.cli", "change", "kimi", "--set"], capture_output=True, text=True,
                           timeout=60, cwd=Path(__file__).parent.parent)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--set" in done.stderr
+
+
+async def test_wait_exits_1_when_the_change_is_rolled_back(make_cluster: MakeCluster) -> None:
+    cluster = await change_cluster(make_cluster, access_={"cooldown": "0s"})
+    sim = cluster.sims["gpu-a"]
+    for p in sim.root.glob("opt/vllm/venv/lib/python*/site-packages/vllm/entrypoints/openai/cli_args.py"):
+        p.unlink()  # only inferbot's table checks: "auto" passes it, the simulated vLLM refuses it at start-up
+    operator_argv = argv_of(sim)
+    out = io.StringIO()
+    status = await run_change(cluster.config, "kimi", "change", sets=["max-model-len=auto"], wait=True,
+                              confirm="kimi", out=out)
+    text = out.getvalue()
+    assert status == 1, text
+    assert "change #1 of kimi: rolled back" in text and "the load failed" in text, text
+    assert argv_of(sim) == operator_argv and not dropin(cluster).exists()

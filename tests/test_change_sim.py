@@ -226,6 +226,6 @@ async def test_apply_roll_back_and_revert_through_the_engine(make_cluster: MakeC
         failed = await restore(pool, node, service, None, policy, change_id="#10")
         assert not failed.ok and failed.on_disk is not None and "max-num-seqs 256" in failed.on_disk
         assert "[redacted]" in failed.on_disk and "sk-" not in failed.on_disk  # the unit's API key stays hidden
-        assert failed.summary().endswith(f"sudo systemctl restart {KIMI_UNIT}")
+        assert failed.summary().endswith(f"sudo systemctl restart {KIMI_UNIT}`")
     finally:
         await pool.close()

@@ -157,7 +157,8 @@ def understood(change: ChangeOrder, setting: Setting | None, services: Sequence[
     """An order (aimed at a service, or at a name nothing knows: the answer says so) runs the change; asked as a
     question, in doubt or for later, the answer is what the setting is now, and the question back."""
     if change.decision == "order" and (explicit or unknown):
-        return Understood(change.command, Args(change_verb=change.change_verb, change_text=change.text))
+        named = setting.name if setting is not None and setting.kind == "flag" else None  # for a did-you-mean
+        return Understood(change.command, Args(change_verb=change.change_verb, change_text=change.text, flag=named))
     args = Args()
     if setting is not None:
         args = Args(env=setting.name) if setting.kind == "env" else Args(flag=setting.name, focus="flag")

@@ -195,7 +195,10 @@ async def _restart(t: Target, st: ServiceState, at: datetime, acting: str, follo
     ctx, store = t.ctx, require_store(t.ctx)
     policy = ctx.config.access_for(t.service)
     result = await execute_restart(ctx.cluster.pool, t.node, t.service, policy)
-    if result.start_limit_hit and acting == "unapplying":
+    # A rollback and a revert go back to settings that loaded before: the start limit they meet was spent by the
+    # settings they remove (a crash loop), so it is cleared for them; a change forward restarts as a restart does.
+    going_back = acting == "unapplying" or t.ch.op == "revert"
+    if result.start_limit_hit and going_back:
         cleared = await remote.reset_failed(ctx.cluster.pool, t.node, t.service)
         if cleared.ok:
             result = await execute_restart(ctx.cluster.pool, t.node, t.service, policy)

@@ -241,7 +241,14 @@ def _places(ctx: Context, req: ConfirmableRequest | None) -> list[Where]:
     return out
 
 
-def implied(ctx: Context, ch: ChangeRecord) -> list[tuple[str, str, Reply]]:
+async def _smoke_passed(ctx: Context, ch: ChangeRecord) -> bool:
+    """True when the smoke completion of every node's kept load passed (not skipped, e.g. for want of a key)."""
+    store = require_store(ctx)
+    checks = [await store.smoke_checks.get(ch.service, s.node, s.invocation or "") for s in ch.steps]
+    return all(c is not None and c.outcome == "ok" for c in checks)
+
+
+async def implied(ctx: Context, ch: ChangeRecord) -> list[tuple[str, str, Reply]]:
     """Every notice the change's state implies so far: (what, node, words), in the order they happened."""
     out: list[tuple[str, str, Reply]] = []
     for s in ch.steps:
@@ -253,7 +260,7 @@ def implied(ctx: Context, ch: ChangeRecord) -> list[tuple[str, str, Reply]]:
             out.append((f"rollback_failed:{s.node}", s.node, rollback_failed_notice(ch, s)))
     first = ctx.config.service(ch.service, ch.node)
     if ch.state in ("kept", "reverted") and first is not None:
-        out.append(("kept", ch.node, kept_notice(ch, first)))
+        out.append(("kept", ch.node, kept_notice(ch, first, smoke_passed=await _smoke_passed(ctx, ch))))
     elif ch.state in FINAL and len(ch.steps) > 1 and ch.state != "refused":
         out.append(("end", ch.node, stopped_notice(ch)))
     return out
@@ -263,5 +270,5 @@ async def deliver_notices(ctx: Context, ch: ChangeRecord, req: ConfirmableReques
                           notifier: Notifier | None) -> bool:
     """Deliver what the change's state implies, once per place (True when nothing is left to post)."""
     notices = [Notice(f"change:{ch.id}", Where(f"{w.place}:{what}", w.channel, w.thread_ts), reply, ch.service, node)
-               for what, node, reply in implied(ctx, ch) for w in _places(ctx, req)]
+               for what, node, reply in await implied(ctx, ch) for w in _places(ctx, req)]
     return all_done(await deliver_all(ctx, notifier, notices))

@@ -41,7 +41,12 @@ def spec_of_args(args: Args, version: str | None) -> ChangeSpec | SpecError:
     """The change the message asked for (its words after the verb, the service left out)."""
     if args.change_verb is None or args.change_text is None:
         return SpecError(message="nothing to change: say what, e.g. `set max-num-seqs 256 on kimi`")
-    return parse_text(args.change_verb, args.change_text, table_for(version)[0])
+    found = parse_text(args.change_verb, args.change_text, table_for(version)[0])
+    if isinstance(found, SpecError) and found.unknown and not found.suggestions and args.flag:
+        # Everyday words the `flag` answer reads ("context length") name a flag the spec reads only by its names.
+        return found.model_copy(update={"message": f"{found.message} — did you mean --{args.flag}?",
+                                        "suggestions": [args.flag]})
+    return found
 
 
 async def _access(ctx: Context, services: Sequence[Service]) -> str | None:

@@ -82,9 +82,13 @@ def rollback_failed_notice(ch: ChangeRecord, step: ChangeStep) -> Reply:
     return _notice(text, "error", "change.rollback_failed", ch, step.node)
 
 
-def kept_notice(ch: ChangeRecord, service: Service) -> Reply:
-    """``✅ change #12 on kimi kept — verified for 10m 00s: …`` (a revert: back on the operator's unit)."""
-    checks = ["ready", "the smoke completion" if service.readiness.smoke else None,
+def kept_notice(ch: ChangeRecord, service: Service, smoke_passed: bool = True) -> Reply:
+    """``✅ change #12 on kimi kept — verified for 10m 00s: …`` (a revert: back on the operator's unit).
+
+    ``smoke_passed``: False when a node's smoke completion did not run (the notice does not claim it)."""
+    skipped = service.readiness.smoke and not smoke_passed
+    checks = ["ready (the smoke completion was skipped)" if skipped else "ready",
+              "the smoke completion" if service.readiness.smoke and smoke_passed else None,
               f"the acceptance benchmark within {service.acceptance.regression_pct:g} %"
               if service.acceptance.bench and service.bench_dir else None,
               "no crash, unhealthy or hung notice"]

@@ -50,13 +50,14 @@ class Applied(BaseModel):
             return "ok"
         disk = "inferbot's drop-in is on disk" if self.on_disk is not None else "inferbot's drop-in is not on disk"
         return f"{failed.summary()} — {disk}; to give {self.by_hand.split()[-1]} its own settings back by hand: " \
-               f"{self.by_hand}"
+               f"`{self.by_hand}`"
 
 
 def by_hand(service: Service) -> str:
-    """The commands a person runs on the node to go back to the operator's unit."""
+    """The commands a person runs on the node to go back to the operator's unit (``reset-failed``: a rollback
+    that failed often leaves the unit at systemd's start limit, which a plain restart does not pass)."""
     return (f"sudo rm -f {service.dropin_path()} && sudo systemctl daemon-reload && "
-            f"sudo systemctl restart {service.unit}")
+            f"sudo systemctl reset-failed {service.unit} && sudo systemctl restart {service.unit}")
 
 
 async def _finish(pool: NodePool, node: Node, service: Service, out: Applied) -> Applied:

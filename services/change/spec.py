@@ -59,12 +59,13 @@ class SpecError(BaseModel):
     model_config = ConfigDict(extra="forbid")
     message: str
     suggestions: list[str] = Field(default_factory=list)
+    unknown: str | None = None  # the name that is no flag, when that is why
 
 
 class _Refused(Exception):
-    def __init__(self, message: str, suggestions: tuple[str, ...] = ()) -> None:
+    def __init__(self, message: str, suggestions: tuple[str, ...] = (), unknown: str | None = None) -> None:
         super().__init__(message)
-        self.message, self.suggestions = message, list(suggestions)
+        self.message, self.suggestions, self.unknown = message, list(suggestions), unknown
 
 
 class _Builder:
@@ -77,7 +78,7 @@ class _Builder:
     def resolve(self, typed: str) -> Resolved:
         found = catalogue.resolve(self.table, typed)
         if isinstance(found, Unknown):
-            raise _Refused(found.reason(self.table.key), found.suggestions)
+            raise _Refused(found.reason(self.table.key), found.suggestions, found.typed)
         if found.flag.model:
             raise _Refused("changing which model a service serves is an edit of its unit, not a setting: "
                            "inferbot changes flags and environment variables only")
@@ -272,7 +273,7 @@ def _run(build: _Builder, fill: Callable[[], None]) -> ChangeSpec | SpecError:
     try:
         fill()
     except _Refused as r:
-        return SpecError(message=r.message, suggestions=r.suggestions)
+        return SpecError(message=r.message, suggestions=r.suggestions, unknown=r.unknown)
     if build.spec.is_empty():
         return SpecError(message="nothing to change: say what, e.g. `set max-num-seqs 256 on kimi`, "
                                  "`unset --enforce-eager on kimi` or `set env NCCL_PROTO=Simple on kimi`")

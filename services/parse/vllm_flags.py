@@ -54,13 +54,20 @@ KNOWN_SWITCHES = frozenset({
     "disable-fastapi-docs", "enable-tokenizer-info-endpoint", "disable-frontend-multiprocessing",
     "fully-sharded-loras", "skip-tokenizer-init", "enable-prompt-embeds", "enable-dbo",
     "disable-sliding-window", "disable-cascade-attn", "enable-ssl-refresh", "return-tokens-as-token-ids",
-    "enable-log-deltas", "fail-on-environ-validation",
+    "enable-log-deltas", "fail-on-environ-validation", "allow-credentials", "calculate-kv-scales",
+    "disable-chunked-mm-input", "disable-hybrid-kv-cache-manager", "disable-nccl-for-dp-synchronization",
+    "enable-mm-embeds", "exclude-tools-when-tool-choice-none", "interleave-mm-strings", "kv-sharing-fast-prefill",
+    "log-error-stack", "ray-workers-use-nsight", "skip-mm-profiling", "tokens-only", "trust-request-chat-template",
+    "use-tqdm-on-load",
 })  # fmt: skip
 
-# nargs="+" flags: every following non-flag word belongs to them.
-MULTI_VALUE_FLAGS = frozenset(
-    {"api-key", "served-model-name", "middleware", "lora-modules", "cudagraph-capture-sizes"}
-)
+# nargs="+" flags: every following non-flag word belongs to them (--middleware is "append" in vLLM, read greedily
+# here so that a credential-bearing URL after it is still redacted). services/change/vllm_flags.toml agrees
+# (tests/unit/services/change/test_flag_tables_agree.py).
+MULTI_VALUE_FLAGS = frozenset({
+    "api-key", "served-model-name", "middleware", "lora-modules", "cudagraph-capture-sizes", "allowed-media-domains",
+    "ignore-patterns", "logits-processors",
+})  # fmt: skip
 # nargs="?": bare means True ("use the cached login"), with a word means that string.
 OPTIONAL_VALUE_FLAGS = frozenset({"hf-token"})
 SECRET_FLAGS = ("api-key", "hf-token")  # a tuple: secret_values() returns them in this order

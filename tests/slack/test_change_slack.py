@@ -8,9 +8,11 @@ typed with Slack's markup characters (``*``, ``_``, ``:x:``, ``&``, ``<``) reach
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,3 +137,50 @@ async def test_preview_buttons_and_every_notice_through_slack(change_bot: Any) -
     assert len(failed) == 1 and "↩️ rolling back to the settings of" in failed[0]
     assert sum(back in t for t in fs.texts(NOTIFY)) == 1
     assert KIMI_API_KEY not in everything(fs)
+
+
+async def test_a_failed_rollback_and_the_revert_after_it_through_slack(change_bot: Any) -> None:
+    b, cluster = await change_bot(OutageSlack(word="never-fails", failures=0))
+    sim = cluster.sims["gpu-a"]
+    for p in sim.root.glob("opt/vllm/venv/lib/python*/site-packages/vllm/entrypoints/openai/cli_args.py"):
+        p.unlink()  # this node's vLLM parser cannot be loaded: "auto" passes inferbot's table, vLLM refuses it
+    await b.mention("set --max-model-len auto on kimi")
+    rid, ts = await confirmation(b)
+    await b.click("restart_confirm", rid, BOB, ts)
+    store = b.rt.store
+    assert store is not None
+
+    async def loading() -> bool:
+        ch = await store.changes.get(rid)
+        return ch is not None and ch.steps[0].state == "loading"
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await loading():
+        assert asyncio.get_running_loop().time() < deadline, "the change never reached loading"
+        await asyncio.sleep(0.05)
+    sim.set_sudo_allowed(False)  # the drop-in can no longer be removed: the rollback fails
+    failed = "❌ change #1 on kimi: rolling back failed"
+    await until_(lambda: any(failed in t for t in b.fs.texts(NOTIFY)), 60, "the failed rollback")
+    dropin = f"{sim.unit_dir}/{KIMI_UNIT}.d/90-inferbot.conf"
+    for where in ((NOTIFY,), (OPS, ASKED_AT)):
+        said = [html.unescape(t) for t in b.fs.texts(*where) if failed in t]  # as Slack shows the text
+        assert len(said) == 1, (where, said)
+        # The commands as one code span: copied whole, and nothing in a path read as Slack markup.
+        assert f"`sudo rm -f {dropin} && sudo systemctl daemon-reload && sudo systemctl reset-failed {KIMI_UNIT} " \
+               f"&& sudo systemctl restart {KIMI_UNIT}`" in said[0], said[0]
+    posted = [c.body for c in b.fs.calls_to("chat.postMessage") if failed in json.dumps(c.body, ensure_ascii=False)]
+    assert len(posted) == 2 and "<http" not in json.dumps(posted) and "<!" not in json.dumps(posted)
+    # The change is decided: a revert is accepted, clears the start limit and puts the operator's unit back.
+    sim.set_sudo_allowed(True)
+    b.fs.delivered.clear()
+    await b.mention("revert kimi", ts="1700000060.000100")
+    await until_(lambda: any("change #2" in json.dumps(c.get("blocks", [])) for c in b.fs.delivered), 20,
+                 "the revert's preview")
+    body = next(c for c in b.fs.delivered if "change #2" in json.dumps(c.get("blocks", [])))
+    rid2 = next(blk for blk in body["blocks"] if blk["type"] == "actions")["elements"][0]["value"]
+    await b.click("restart_confirm", rid2, BOB, "1700000061.000100")
+    back = "✅ kimi is back on the operator's unit (change #2: inferbot's drop-in removed)"
+    await until_(lambda: any(back in t for t in b.fs.texts(NOTIFY)), 60, "the revert")
+    assert not any(t.startswith("❌ change #2") for t in b.fs.texts(NOTIFY))
+    argv = proc_argv(sim.state(KIMI_UNIT).main_pid)
+    assert argv[argv.index("--max-model-len") + 1] != "auto" and not await asyncio.to_thread(Path(dropin).exists)
