@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -333,45 +334,138 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+@dataclass
+class _Measured:
+    """What one run measured, before it is judged."""
+
+    out: dict[str, Any]  # digests, cluster start-up, the simulator's and the cheap nodes' cost, the watcher
+    results: list[c.Result]
+    startup: dict[str, Any]
+    slack_path: dict[str, Any]
+    readiness: dict[str, Any]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and write its report."""
     args = parse_args(argv)
     raise_nofile()  # OpenSSH's contender holds two files per ssh process, up to 1,024 at once
     started = time.monotonic()
     start_stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    ansible: str | None = None
-    ansible_version: str | None = None
-    ansible_why = "skipped (--skip-ansible)"
-    if not args.skip_ansible and args.readiness != "only":
-        log(f"Ansible: using {c.ANSIBLE_VENV} (created on demand) …")
-        ansible, ansible_version = c.ensure_ansible()
-        if ansible is None:
-            ansible_why, ansible_version = ansible_version, None
-            log(f"Ansible unavailable: {ansible_why}")
+    ansible, ansible_version, ansible_why = _ansible(args)
     machine = machine_info(ansible_version)
+    measured = _measure(args, ansible, ansible_why)
+    rep = _report(args, machine, measured, start_stamp, started)
+    print(report.terminal(rep))
+    _finish(args, rep)
+    return 0
+
+
+def _ansible(args: argparse.Namespace) -> tuple[str | None, str | None, str]:
+    """Ansible's executable and version (installed on demand), or None, None and why it is not a contender."""
+    if args.skip_ansible or args.readiness == "only":
+        return None, None, "skipped (--skip-ansible)"
+    log(f"Ansible: using {c.ANSIBLE_VENV} (created on demand) …")
+    ansible, version = c.ensure_ansible()
+    if ansible is None:
+        log(f"Ansible unavailable: {version}")
+        return None, None, version
+    return ansible, version, "skipped (--skip-ansible)"
+
+
+def _measure(args: argparse.Namespace, ansible: str | None, ansible_why: str) -> _Measured:
+    """Every measurement the options ask for: the contenders, the Slack path, the readiness notice."""
     out: dict[str, Any] = {"cluster_start_s": {}, "digests": {}, "bot_digests": {}, "simulator": {},
                            "command_bytes": 0, "cheap_digests": {}, "cheap_bot_digests": {}}
     results: list[c.Result] = []
     startup: dict[str, Any] = {}
     if args.readiness != "only":
-        for n in args.ns:
-            results += run_n(n, args, ansible, ansible_why, out)
-        log("start-up: inferbot --help …")
-        startup = c.startup(args.runs)
-        if args.cheap_ns or not args.skip_watch:
-            results += run_cheap(args, out)
-    slack_path: dict[str, Any] = {"status": "skipped (--skip-slack)"}
-    if not args.skip_slack and args.readiness != "only":
-        slack_path = run_slack_path(args)
-    readiness: dict[str, Any] = {"status": "skipped (--readiness skip)"}
-    if args.readiness != "skip":
-        log("readiness-notice latency …")
-        readiness = measure_readiness(samples=1 if args.quick else 3)
-        log(f"readiness: {readiness.get('status')}")
-    rows = [report.result_row(r) for r in results]
+        results, startup = _contenders(args, ansible, ansible_why, out)
+    slack = _slack_path_if_asked(args)
+    readiness = _readiness_if_asked(args)
+    return _Measured(out, results, startup, slack, readiness)
+
+
+def _contenders(args: argparse.Namespace, ansible: str | None, ansible_why: str,
+                out: dict[str, Any]) -> tuple[list[c.Result], dict[str, Any]]:
+    """Every contender at each simulated N, the start-up, then the cheap nodes and the watcher at scale."""
+    results: list[c.Result] = []
+    for n in args.ns:
+        results += run_n(n, args, ansible, ansible_why, out)
+    log("start-up: inferbot --help …")
+    startup = c.startup(args.runs)
+    if args.cheap_ns or not args.skip_watch:
+        results += run_cheap(args, out)
+    return results, startup
+
+
+def _slack_path_if_asked(args: argparse.Namespace) -> dict[str, Any]:
+    """The Slack path's measurements, or why they were skipped."""
+    if args.skip_slack or args.readiness == "only":
+        return {"status": "skipped (--skip-slack)"}
+    return run_slack_path(args)
+
+
+def _readiness_if_asked(args: argparse.Namespace) -> dict[str, Any]:
+    """The readiness-notice latency, or why it was skipped."""
+    if args.readiness == "skip":
+        return {"status": "skipped (--readiness skip)"}
+    log("readiness-notice latency …")
+    readiness = measure_readiness(samples=1 if args.quick else 3)
+    log(f"readiness: {readiness.get('status')}")
+    return readiness
+
+
+def _report(args: argparse.Namespace, machine: dict[str, Any], m: _Measured, start_stamp: str,
+            started: float) -> dict[str, Any]:
+    """The run's report: options, machine, the goals judged, the results and the notes to read them by."""
+    rows = [report.result_row(r) for r in m.results]
     report.add_ratios(rows)
+    machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    cheap = m.out.get("cheap", {})
+    watch = m.out.get("watch", {"status": "skipped"})
+    rep: dict[str, Any] = {
+        "schema": 2, "started_at": start_stamp, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - started, 1), "question": QUESTION,
+        "banner": _banner(args, machine),
+        "options": _options(args),
+        "machine": machine,
+        "key_exchange": m.out.get("kex", {}),
+        "remote_command": _remote_command(m.out),
+        "cluster_start_s": m.out["cluster_start_s"],
+        "goals": report.goals(rows, args.cheap_ns, m.startup, cheap.get("recording", {}).get("node_cost", {}), watch),
+        "goals_26": slack_report.goals(m.slack_path),
+        "slack_path": m.slack_path,
+        "earlier_goals": report.earlier_goals(rows, args.ns, m.readiness),
+        "results": rows,
+        "inferbot": _inferbot_connections(m.results),
+        "simulator": m.out["simulator"],
+        "cheap": cheap,
+        "watch": watch,
+        "startup": m.startup,
+        "readiness": m.readiness,
+        "notes": _notes(machine),
+    }
+    rep["table"] = report.table_rows(rows)
+    return rep
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options the run was made with, as the report records them."""
+    return {"nodes": args.ns, "runs": args.runs, "quick": args.quick, "skip_ansible": args.skip_ansible,
+            "readiness": args.readiness, "cheap_nodes": args.cheap_ns, "cheap_runs": args.cheap_runs,
+            "watch_nodes": None if args.skip_watch else args.watch_nodes, "watch_intervals": args.watch_intervals}
+
+
+def _remote_command(out: dict[str, Any]) -> dict[str, Any]:
+    """The remote command's size and digests, and whether the bot sent the same at every N, on both kinds of nodes."""
     same = all(out["digests"].get(n) == out["bot_digests"].get(n) for n in out["digests"])
     same_cheap = all(out["cheap_digests"].get(n) == out["cheap_bot_digests"].get(n) for n in out["cheap_digests"])
+    return {"bytes": out["command_bytes"], "digests": out["digests"], "same_as_bot": same and same_cheap,
+            "cheap_digests": out["cheap_digests"]}
+
+
+def _inferbot_connections(results: list[c.Result]) -> dict[str, Any]:
+    """inferbot warm's SSH round trips per node per question and connections opened, per nodes kind and N."""
     inferbot = {}
     for r in results:
         if r.contender == report.WARM and r.runs:
@@ -380,7 +474,27 @@ def main(argv: list[str] | None = None) -> int:
                 "round_trips_per_node": max(rtn) if rtn else None,
                 "all_questions_exactly_1": bool(rtn) and all(x == 1.0 for x in rtn),
                 "connects": r.extra.get("connects"), "nodes": r.nodes, "cluster": r.cluster}
-    machine["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return inferbot
+
+
+def _busy(machine: dict[str, Any]) -> bool:
+    """Whether the machine's load average at the start was above its core count."""
+    return bool(machine["load_average_at_start"][0] > (machine["cores"] or 1))
+
+
+def _banner(args: argparse.Namespace, machine: dict[str, Any]) -> str | None:
+    """The words atop the report and the chart: ``--banner``, a smoke run, a busy machine; None when none apply."""
+    banner = [args.banner] if args.banner else []
+    if args.quick:
+        banner.append("smoke run (--quick): fewer N and runs, not for comparisons")
+    if _busy(machine):
+        banner.append(f"noisy machine: load average {machine['load_average_at_start'][0]} at the start on "
+                      f"{machine['cores']} cores")
+    return "; ".join(banner) or None
+
+
+def _notes(machine: dict[str, Any]) -> list[str]:
+    """How to read the results: what each number is and how each contender was run (and a busy machine)."""
     notes = [
         "wall = one question, from the start of the contender's first process (or answer() call) to the last "
         "byte of every node's answer; ×warm / ×cold = this median ÷ inferbot warm's / cold's median at the same N "
@@ -414,50 +528,19 @@ def main(argv: list[str] | None = None) -> int:
         f"OpenSSH sequential and Ansible stop repeating at a time budget per N ({SEQ_BUDGET_S:g}s / "
         f"{ANSIBLE_BUDGET_S:g}s); where that meant fewer runs than asked, the contender's notes say so",
     ]
-    banner = [args.banner] if args.banner else []
-    if args.quick:
-        banner.append("smoke run (--quick): fewer N and runs, not for comparisons")
-    if machine["load_average_at_start"][0] > (machine["cores"] or 1):
-        banner.append(f"noisy machine: load average {machine['load_average_at_start'][0]} at the start on "
-                      f"{machine['cores']} cores")
+    if _busy(machine):
         notes.append(f"the machine was busy with other work when the run started (load average "
                      f"{machine['load_average_at_start']}): wall times are noisier and higher than on an idle box")
-    cheap = out.get("cheap", {})
-    rep: dict[str, Any] = {
-        "schema": 2, "started_at": start_stamp, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "duration_s": round(time.monotonic() - started, 1), "question": QUESTION,
-        "banner": "; ".join(banner) or None,
-        "options": {"nodes": args.ns, "runs": args.runs, "quick": args.quick, "skip_ansible": args.skip_ansible,
-                    "readiness": args.readiness, "cheap_nodes": args.cheap_ns, "cheap_runs": args.cheap_runs,
-                    "watch_nodes": None if args.skip_watch else args.watch_nodes,
-                    "watch_intervals": args.watch_intervals},
-        "machine": machine,
-        "key_exchange": out.get("kex", {}),
-        "remote_command": {"bytes": out["command_bytes"], "digests": out["digests"], "same_as_bot": same and same_cheap,
-                           "cheap_digests": out["cheap_digests"]},
-        "cluster_start_s": out["cluster_start_s"],
-        "goals": report.goals(rows, args.cheap_ns, startup, cheap.get("recording", {}).get("node_cost", {}),
-                              out.get("watch", {"status": "skipped"})),
-        "goals_26": slack_report.goals(slack_path),
-        "slack_path": slack_path,
-        "earlier_goals": report.earlier_goals(rows, args.ns, readiness),
-        "results": rows,
-        "inferbot": inferbot,
-        "simulator": out["simulator"],
-        "cheap": cheap,
-        "watch": out.get("watch", {"status": "skipped"}),
-        "startup": startup,
-        "readiness": readiness,
-        "notes": notes,
-    }
-    rep["table"] = report.table_rows(rows)
-    print(report.terminal(rep))
+    return notes
+
+
+def _finish(args: argparse.Namespace, rep: dict[str, Any]) -> None:
+    """Write ``bench/results/NAME.*`` unless ``--no-write``, and say how long the run took."""
     if not args.no_write:
         js, md = report.write(rep, args.name)
         log(f"wrote {js.relative_to(REPO_ROOT)} and {md.relative_to(REPO_ROOT)} ({rep['duration_s']:.0f}s in all)")
     else:
         log(f"done in {rep['duration_s']:.0f}s")
-    return 0
 
 
 if __name__ == "__main__":

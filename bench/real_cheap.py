@@ -28,7 +28,6 @@ import os
 import shlex
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from bench.cheap import (
     start_group,
     write_cheap_ssh_config,
 )
-from bench.cluster import PR_SET_CHILD_SUBREAPER, reap_all, write_config
+from bench.cluster import PR_SET_CHILD_SUBREAPER, _stop_event, reap_all, write_config
 from bench.common import Manifest, NodeInfo
 from bench.real_record import OUT as RECORDING
 from bench.real_record import command_id
@@ -175,55 +174,23 @@ async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: 
     started = time.monotonic()
     os.chmod(workdir, 0o755)
     user = login_user()
-    keydir = workdir / "client"
-    keydir.mkdir(exist_ok=True)
-    key = ClientKey(keydir)
+    key = _client_key(workdir)
     meta = json.loads((RECORDING / "meta.json").read_text())
     manifest = Manifest(workdir=str(workdir), key_file=str(key.private), known_hosts=str(workdir / "known_hosts"),
                         ssh_config=str(workdir / "ssh_config"), cluster_pid=os.getpid(), kind="real-cheap")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
-
-    def _watch_stdin() -> None:
-        with contextlib.suppress(OSError):
-            while os.read(0, 4096):
-                pass
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(stop.set)
-
-    threading.Thread(target=_watch_stdin, daemon=True, name="stdin-eof").start()
+    stop = _stop_event()
     groups: list[Group] = []
     try:
         hosts = [cheap_host(i) for i in range(n_nodes)]
-        # The addresses and ports are known only once the groups listen: the configs are written after, but the
-        # commands (which name no node) are taken from a one-node config first.
-        manifest.nodes = [NodeInfo(name="probe-0001", host=hosts[0], port=22, user=user, sim_root="", env={},
-                                   vllm_port=0)]
-        _configs(manifest, 1, [1], meta["bench_dir"])
-        answers_dir, commands = await _answers(manifest, meta, workdir)
+        answers_dir, commands = await _probe_answers(manifest, meta, workdir, hosts[0], user)
         # As the subreaper this process inherits what sshd orphans: reaped as they die (see bench.cheap).
-        loop.add_signal_handler(signal.SIGCHLD, _reap_orphans)
-        script = workdir / "answer.sh"
-        waits = {c: float(meta["commands"][c].get("node_s", 0.0)) for c in commands} if node_time else None
-        script.write_text(dispatcher(commands, answers_dir, waits))
-        os.chmod(script, 0o755)
-        for first in range(0, n_nodes, GROUP):
-            if stop.is_set():
-                return 1
-            gdir = workdir / "sshd" / f"g{first // GROUP:03d}"
-            groups.append(await asyncio.to_thread(start_group, hosts[first:first + GROUP], gdir, key.public,
-                                                  answers_dir, f"exec /bin/sh {script}", "VERBOSE"))
+        asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, _reap_orphans)
+        script = _write_dispatcher(workdir, commands, answers_dir, meta, node_time)
+        if not await _start_groups(groups, hosts, workdir, key, answers_dir, script, stop):
+            return 1
         _node_files(manifest, groups, hosts, user, config_ns, meta["bench_dir"])
-        manifest.recording = {"from": meta["from"], "recorded_at": meta["recorded_at"],
-                              "answers": {k: [meta["commands"][c]["answer_bytes"] for c in meta["questions"][q]]
-                                          for k, q in QUESTIONS.items()},
-                              "node_s": {k: [meta["commands"][c].get("node_s") for c in meta["questions"][q]]
-                                         for k, q in QUESTIONS.items()} if node_time else None}
-        manifest.node_side = {"nodes": n_nodes, "sshd_processes": len(groups),
-                              "sshd_logs": [str(g.dir / "sshd.log") for g in groups],
-                              "sshd_pids": [g.proc.pid for g in groups]}
+        manifest.recording = _recording(meta, node_time)
+        manifest.node_side = _node_side(n_nodes, groups)
         manifest.start_s = time.monotonic() - started
         manifest.save(manifest_path)
         await stop.wait()
@@ -232,6 +199,61 @@ async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: 
         for g in groups:
             g.stop()
         reap_all()
+
+
+def _client_key(workdir: Path) -> ClientKey:
+    """The client's key pair, in ``workdir/client``."""
+    keydir = workdir / "client"
+    keydir.mkdir(exist_ok=True)
+    return ClientKey(keydir)
+
+
+async def _probe_answers(manifest: Manifest, meta: dict[str, Any], workdir: Path, host: str, user: str
+                         ) -> tuple[Path, dict[str, str]]:
+    """The recorded answers placed and the command of each, taken from the bot under a one-node config."""
+    # The addresses and ports are known only once the groups listen: the configs are written after, but the
+    # commands (which name no node) are taken from a one-node config first.
+    manifest.nodes = [NodeInfo(name="probe-0001", host=host, port=22, user=user, sim_root="", env={},
+                               vllm_port=0)]
+    _configs(manifest, 1, [1], meta["bench_dir"])
+    return await _answers(manifest, meta, workdir)
+
+
+def _write_dispatcher(workdir: Path, commands: dict[str, str], answers_dir: Path, meta: dict[str, Any],
+                      node_time: bool) -> Path:
+    """``workdir/answer.sh``, the nodes' ``ForceCommand`` (waiting as the real node took when ``node_time``)."""
+    script = workdir / "answer.sh"
+    waits = {c: float(meta["commands"][c].get("node_s", 0.0)) for c in commands} if node_time else None
+    script.write_text(dispatcher(commands, answers_dir, waits))
+    os.chmod(script, 0o755)
+    return script
+
+
+async def _start_groups(groups: list[Group], hosts: list[str], workdir: Path, key: ClientKey, answers_dir: Path,
+                        script: Path, stop: asyncio.Event) -> bool:
+    """Start an sshd per ``GROUP`` hosts (appended to ``groups`` as each listens); False when told to stop first."""
+    for first in range(0, len(hosts), GROUP):
+        if stop.is_set():
+            return False
+        gdir = workdir / "sshd" / f"g{first // GROUP:03d}"
+        groups.append(await asyncio.to_thread(start_group, hosts[first:first + GROUP], gdir, key.public,
+                                              answers_dir, f"exec /bin/sh {script}", "VERBOSE"))
+    return True
+
+
+def _recording(meta: dict[str, Any], node_time: bool) -> dict[str, Any]:
+    """The manifest's account of the recording: where from, when, each question's answer sizes (and node times)."""
+    return {"from": meta["from"], "recorded_at": meta["recorded_at"],
+            "answers": {k: [meta["commands"][c]["answer_bytes"] for c in meta["questions"][q]]
+                        for k, q in QUESTIONS.items()},
+            "node_s": {k: [meta["commands"][c].get("node_s") for c in meta["questions"][q]]
+                       for k, q in QUESTIONS.items()} if node_time else None}
+
+
+def _node_side(n_nodes: int, groups: list[Group]) -> dict[str, Any]:
+    """The manifest's node side: how many nodes and sshd, and the sshd's logs (``exec_count`` reads them) and pids."""
+    return {"nodes": n_nodes, "sshd_processes": len(groups), "sshd_logs": [str(g.dir / "sshd.log") for g in groups],
+            "sshd_pids": [g.proc.pid for g in groups]}
 
 
 def main() -> int:

@@ -144,141 +144,166 @@ def goals(rows: list[dict[str, Any]], cheap_ns: list[int], startup: dict[str, An
     wall of ``inferbot --help``; ``node_cost`` is the recording's cost of the settings and watch probes on
     the simulated node (per node state); ``watch`` is what ``bench.watch_scale`` printed.
     """
-    out: list[dict[str, Any]] = []
+    return [_warm_vs_mux_goal(rows, cheap_ns), _client_cpu_goal(rows, cheap_ns), _serving_rss_goal(rows),
+            *_cold_goals(rows), _help_goal(startup), *_node_probe_goals(node_cost), _watcher_goal(watch)]
 
+
+def _goal(goal: str, target: str, measured: str, verdict: str) -> dict[str, Any]:
+    """One goal's row of the report."""
+    return {"goal": goal, "target": target, "measured": measured, "verdict": verdict}
+
+
+def _warm_vs_mux_goal(rows: list[dict[str, Any]], cheap_ns: list[int]) -> dict[str, Any]:
+    """inferbot warm ÷ OpenSSH parallel mux on cheap nodes, at each N of ``cheap_ns``."""
     def ratio(n: int) -> float | None:
         warm, mux = _median(rows, WARM, n, cluster=CHEAP), _median(rows, MUX, n, cluster=CHEAP)
         return None if warm is None or mux is None else warm / mux
 
     vals, text = _per_n(cheap_ns, ratio, "×")
-    out.append({"goal": "inferbot warm ≤ 1.0× OpenSSH parallel mux (warmed ControlMaster), cheap nodes, every N",
-                "target": f"≤ {WARM_VS_MUX:.1f}×", "measured": text, "verdict": verdict(vals, WARM_VS_MUX)})
+    return _goal("inferbot warm ≤ 1.0× OpenSSH parallel mux (warmed ControlMaster), cheap nodes, every N",
+                 f"≤ {WARM_VS_MUX:.1f}×", text, verdict(vals, WARM_VS_MUX))
 
+
+def _client_cpu_goal(rows: list[dict[str, Any]], cheap_ns: list[int]) -> dict[str, Any]:
+    """inferbot warm's client CPU per node per question on cheap nodes (the Slack render's beside it)."""
     vals, text = _per_n(cheap_ns, lambda n: _median(rows, WARM, n, "client_cpu_ms_per_node", CHEAP), " ms")
     render_vals, render = _per_n(cheap_ns, lambda n: _render_cpu(rows, n), " ms")
     if any(v is not None for v in render_vals):
         text += f" (and the Slack render: {render})"
-    out.append({"goal": "client CPU per node per question (inferbot warm, cheap nodes), every N",
-                "target": f"≤ {CLIENT_CPU_MS:g} ms", "measured": text,
-                "verdict": verdict(vals, CLIENT_CPU_MS)})
+    return _goal("client CPU per node per question (inferbot warm, cheap nodes), every N",
+                 f"≤ {CLIENT_CPU_MS:g} ms", text, verdict(vals, CLIENT_CPU_MS))
 
+
+def _serving_rss_goal(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The serving bot's peak RSS with ``RSS_AT_N`` cheap nodes configured and answered."""
     row = next((r for r in rows if r["contender"] == WARM and r["nodes"] == RSS_AT_N and r.get("cluster") == CHEAP
                 and r["runs"] and r["peak_rss_mb"] is not None), None)
     rss = None if row is None else float(row["peak_rss_mb"])
-    out.append({"goal": f"peak RSS of the serving bot, {RSS_AT_N} nodes configured and answered (cheap nodes)",
-                "target": f"≤ {RSS_AT_MB:g} MB",
-                "measured": "— (not run)" if row is None else
-                f"{rss:.1f} MB (VmHWM, answered and rendered for Slack, what `inferbot serve` imports imported: "
-                f"{row['extra'].get('slack_front_end_imported')}, Alembic in the process: "
-                f"{row['extra'].get('alembic_imported')}; on a new state database, first start: "
-                f"{_kib_mb(row['extra'].get('first_start_peak_rss_kib'))})",
-                "verdict": verdict([rss], RSS_AT_MB)})
+    return _goal(f"peak RSS of the serving bot, {RSS_AT_N} nodes configured and answered (cheap nodes)",
+                 f"≤ {RSS_AT_MB:g} MB",
+                 "— (not run)" if row is None else
+                 f"{rss:.1f} MB (VmHWM, answered and rendered for Slack, what `inferbot serve` imports imported: "
+                 f"{row['extra'].get('slack_front_end_imported')}, Alembic in the process: "
+                 f"{row['extra'].get('alembic_imported')}; on a new state database, first start: "
+                 f"{_kib_mb(row['extra'].get('first_start_peak_rss_kib'))})",
+                 verdict([rss], RSS_AT_MB))
 
+
+def _cold_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cold ``inferbot ask --json`` at N = 1 on the simulated node: its wall, and that ÷ one-shot ``ssh``."""
     cold, one_shot = _median(rows, COLD, 1), _median(rows, SEQ, 1)
-    out.append({"goal": "cold `inferbot ask \"what are current settings?\" --json`, N = 1 (simulated node)",
-                "target": f"≤ {COLD_S:g} s", "measured": "— (N = 1 not run)" if cold is None else f"{cold:.2f} s",
-                "verdict": verdict([cold], COLD_S)})
     r = None if cold is None or one_shot is None else cold / one_shot
-    out.append({"goal": "cold `inferbot ask` ÷ one-shot `ssh` running the same remote command, N = 1 (issue 15's "
-                        "1.5× retired by issue 26: kept at or under 2.0×)",
-                "target": f"≤ {COLD_VS_SSH:g}×",
-                "measured": "—" if r is None else f"{r:.2f}× ({cold:.2f} s vs {one_shot:.2f} s)",
-                "verdict": verdict([r], COLD_VS_SSH)})
+    return [_goal("cold `inferbot ask \"what are current settings?\" --json`, N = 1 (simulated node)",
+                  f"≤ {COLD_S:g} s", "— (N = 1 not run)" if cold is None else f"{cold:.2f} s",
+                  verdict([cold], COLD_S)),
+            _goal("cold `inferbot ask` ÷ one-shot `ssh` running the same remote command, N = 1 (issue 15's "
+                  "1.5× retired by issue 26: kept at or under 2.0×)",
+                  f"≤ {COLD_VS_SSH:g}×", "—" if r is None else f"{r:.2f}× ({cold:.2f} s vs {one_shot:.2f} s)",
+                  verdict([r], COLD_VS_SSH))]
 
+
+def _help_goal(startup: dict[str, Any]) -> dict[str, Any]:
+    """``inferbot --help``'s median wall."""
     help_s = startup.get("help", {}).get("wall_s", {}).get("median")
-    out.append({"goal": "`inferbot --help`", "target": f"≤ {HELP_S:g} s",
-                "measured": "—" if help_s is None else f"{help_s:.2f} s", "verdict": verdict([help_s], HELP_S)})
+    return _goal("`inferbot --help`", f"≤ {HELP_S:g} s", "—" if help_s is None else f"{help_s:.2f} s",
+                 verdict([help_s], HELP_S))
 
+
+def _node_probe_goals(node_cost: dict[str, Any]) -> list[dict[str, Any]]:
+    """The settings probe's CPU on the simulated node, and the watcher's poll lighter than it."""
     probe, probe_text = _worst_cost(node_cost, "settings")
-    out.append({"goal": "the settings probe's CPU on the simulated node per question (worst node state)",
-                "target": f"≤ {PROBE_NODE_CPU_MS:g} ms", "measured": probe_text,
-                "verdict": verdict([probe], PROBE_NODE_CPU_MS)})
     poll, poll_text = _worst_cost(node_cost, "watch")
-    out.append({"goal": "the watcher's poll (WATCH_PROBE) on the node: lighter than the settings probe",
-                "target": "< the probe's" + (f" ({probe:.1f} ms)" if probe is not None else ""),
-                "measured": poll_text,
-                "verdict": "NOT MEASURED" if probe is None else verdict([poll], probe, strict=True)})
+    return [_goal("the settings probe's CPU on the simulated node per question (worst node state)",
+                  f"≤ {PROBE_NODE_CPU_MS:g} ms", probe_text, verdict([probe], PROBE_NODE_CPU_MS)),
+            _goal("the watcher's poll (WATCH_PROBE) on the node: lighter than the settings probe",
+                  "< the probe's" + (f" ({probe:.1f} ms)" if probe is not None else ""), poll_text,
+                  "NOT MEASURED" if probe is None else verdict([poll], probe, strict=True))]
 
+
+def _watcher_goal(watch: dict[str, Any]) -> dict[str, Any]:
+    """The bot's CPU while its watcher polls ``WATCH_AT_N`` services (what ``bench.watch_scale`` printed)."""
     pct = watch.get("cpu_percent_of_one_core")
     n_watch = watch.get("nodes")
     ok = pct is not None and n_watch == WATCH_AT_N and not watch.get("errors")
+    return _goal(f"the bot's CPU while its watcher polls {WATCH_AT_N} services every 15 s",
+                 f"≤ {WATCH_CPU_PERCENT:g} % of one core", _watcher_measured(watch),
+                 verdict([pct if ok else None], WATCH_CPU_PERCENT) if n_watch == WATCH_AT_N else "NOT MEASURED")
+
+
+def _watcher_measured(watch: dict[str, Any]) -> str:
+    """The watcher's numbers in words (or why there are none), its errors after them."""
+    pct = watch.get("cpu_percent_of_one_core")
     if pct is None:
-        measured = f"— ({watch.get('status', 'not run')})"
-    else:
-        measured = (f"{pct:.2f} % ({watch.get('window_cpu_s', 0):.2f} s CPU in {watch.get('window_s', 0):.0f} s, "
-                    f"{n_watch} services every {watch.get('interval_s', 0):g} s, "
-                    f"{watch.get('cpu_ms_per_poll', 0):.1f} ms per poll)")
-        if watch.get("errors"):
-            measured += f"; errors: {'; '.join(watch['errors'])[:200]}"
-    out.append({"goal": f"the bot's CPU while its watcher polls {WATCH_AT_N} services every 15 s",
-                "target": f"≤ {WATCH_CPU_PERCENT:g} % of one core", "measured": measured,
-                "verdict": verdict([pct if ok else None], WATCH_CPU_PERCENT) if n_watch == WATCH_AT_N
-                else "NOT MEASURED"})
-    return out
+        return f"— ({watch.get('status', 'not run')})"
+    measured = (f"{pct:.2f} % ({watch.get('window_cpu_s', 0):.2f} s CPU in {watch.get('window_s', 0):.0f} s, "
+                f"{watch.get('nodes')} services every {watch.get('interval_s', 0):g} s, "
+                f"{watch.get('cpu_ms_per_poll', 0):.1f} ms per poll)")
+    if watch.get("errors"):
+        measured += f"; errors: {'; '.join(watch['errors'])[:200]}"
+    return measured
 
 
 def earlier_goals(rows: list[dict[str, Any]], ns: list[int], readiness: dict[str, Any]) -> list[dict[str, Any]]:
     """The earlier issue's goals, on simulated nodes (kept so the old comparisons stay)."""
-    out: list[dict[str, Any]] = []
+    return [_earlier_warm_vs_mux_goal(rows, ns), _cold_vs_ansible_goal(rows, ns), _earlier_client_cpu_goal(rows, ns),
+            _earlier_rss_goal([r for r in rows if r.get("cluster", SIM) == SIM]), _readiness_goal(readiness)]
 
+
+def _earlier_warm_vs_mux_goal(rows: list[dict[str, Any]], ns: list[int]) -> dict[str, Any]:
+    """inferbot warm ÷ OpenSSH parallel multiplexed on simulated nodes, at each N of ``ns``."""
     per_n = []
     for n in ns:
         warm, mux = _median(rows, WARM, n), _median(rows, MUX, n)
         per_n.append((n, None if warm is None or mux is None else warm / mux))
     measured = [(n, r) for n, r in per_n if r is not None]
-    out.append({
-        "goal": "inferbot warm ≤ 1.0× OpenSSH parallel multiplexed, at every N",
-        "target": "≤ 1.0×",
-        "measured": ", ".join(f"N={n}: {r:.2f}×" for n, r in measured) or "—",
-        "verdict": "NOT MEASURED" if not measured else ("PASS" if all(r <= 1.0 for _, r in measured) else "MISS"),
-    })
+    return _goal("inferbot warm ≤ 1.0× OpenSSH parallel multiplexed, at every N", "≤ 1.0×",
+                 ", ".join(f"N={n}: {r:.2f}×" for n, r in measured) or "—",
+                 "NOT MEASURED" if not measured else ("PASS" if all(r <= 1.0 for _, r in measured) else "MISS"))
 
+
+def _cold_vs_ansible_goal(rows: list[dict[str, Any]], ns: list[int]) -> dict[str, Any]:
+    """inferbot cold ÷ Ansible ad-hoc at N = 64 (simulated nodes)."""
+    goal, target = "inferbot cold ≤ 0.1× Ansible ad-hoc at N = 64", "≤ 0.1×"
     cold, ans = _median(rows, COLD, 64), _median(rows, ANSIBLE, 64)
-    if cold is not None and ans is not None:
-        ratio = cold / ans
-        out.append({"goal": "inferbot cold ≤ 0.1× Ansible ad-hoc at N = 64", "target": "≤ 0.1×",
-                    "measured": f"{ratio:.2f}× ({cold:.2f} s vs {ans:.2f} s)",
-                    "verdict": "PASS" if ratio <= 0.1 else "MISS"})
-    else:
+    if cold is None or ans is None:
         why = "N = 64 not run" if 64 not in ns else "Ansible not measured"
-        out.append({"goal": "inferbot cold ≤ 0.1× Ansible ad-hoc at N = 64", "target": "≤ 0.1×",
-                    "measured": f"— ({why})", "verdict": "NOT MEASURED"})
+        return _goal(goal, target, f"— ({why})", "NOT MEASURED")
+    ratio = cold / ans
+    return _goal(goal, target, f"{ratio:.2f}× ({cold:.2f} s vs {ans:.2f} s)", "PASS" if ratio <= 0.1 else "MISS")
 
+
+def _earlier_client_cpu_goal(rows: list[dict[str, Any]], ns: list[int]) -> dict[str, Any]:
+    """inferbot warm's client CPU per node per question on simulated nodes, at each N of ``ns``."""
     cpus = [(n, _median(rows, WARM, n, "client_cpu_ms_per_node")) for n in ns]
     cpus_m = [(n, c) for n, c in cpus if c is not None]
-    out.append({
-        "goal": "client CPU per node per question ≤ 5 ms (inferbot warm, measured)",
-        "target": f"≤ {CPU_GOAL_MS:g} ms",
-        "measured": ", ".join(f"N={n}: {c:.1f} ms" for n, c in cpus_m) or "—",
-        "verdict": "NOT MEASURED" if not cpus_m else ("PASS" if all(c <= CPU_GOAL_MS for _, c in cpus_m) else "MISS"),
-    })
+    return _goal("client CPU per node per question ≤ 5 ms (inferbot warm, measured)", f"≤ {CPU_GOAL_MS:g} ms",
+                 ", ".join(f"N={n}: {c:.1f} ms" for n, c in cpus_m) or "—",
+                 "NOT MEASURED" if not cpus_m else ("PASS" if all(c <= CPU_GOAL_MS for _, c in cpus_m) else "MISS"))
 
-    rows = [r for r in rows if r.get("cluster", SIM) == SIM]
-    warm64 = next((r for r in rows if r["contender"] == WARM and r["nodes"] == 64 and r["runs"]), None)
-    if warm64 is not None:
-        rss = warm64["peak_rss_mb"]
-        out.append({"goal": "peak RSS of the bot process with 64 nodes ≤ 100 MB", "target": f"≤ {RSS_GOAL_MB:g} MB",
-                    "measured": f"{rss:.1f} MB (VmHWM of the warm client, Slack front end imported: "
-                                f"{warm64['extra'].get('slack_front_end_imported')})",
-                    "verdict": "PASS" if rss <= RSS_GOAL_MB else "MISS"})
-    else:
-        biggest = max((r for r in rows if r["contender"] == WARM and r["runs"]), key=lambda r: r["nodes"],
+
+def _earlier_rss_goal(sim_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The warm client's peak RSS with 64 simulated nodes (else the largest N's, for reference)."""
+    goal, target = "peak RSS of the bot process with 64 nodes ≤ 100 MB", f"≤ {RSS_GOAL_MB:g} MB"
+    warm64 = next((r for r in sim_rows if r["contender"] == WARM and r["nodes"] == 64 and r["runs"]), None)
+    if warm64 is None:
+        biggest = max((r for r in sim_rows if r["contender"] == WARM and r["runs"]), key=lambda r: r["nodes"],
                       default=None)
         seen = f" (at N={biggest['nodes']}: {biggest['peak_rss_mb']:.1f} MB)" if biggest else ""
-        out.append({"goal": "peak RSS of the bot process with 64 nodes ≤ 100 MB", "target": f"≤ {RSS_GOAL_MB:g} MB",
-                    "measured": f"— (N = 64 not run){seen}", "verdict": "NOT MEASURED"})
+        return _goal(goal, target, f"— (N = 64 not run){seen}", "NOT MEASURED")
+    rss = warm64["peak_rss_mb"]
+    return _goal(goal, target, f"{rss:.1f} MB (VmHWM of the warm client, Slack front end imported: "
+                               f"{warm64['extra'].get('slack_front_end_imported')})",
+                 "PASS" if rss <= RSS_GOAL_MB else "MISS")
 
-    if readiness.get("latency_s") is not None:
-        limit = float(readiness["poll_interval_s"]) + READINESS_SLACK_S
-        lat = float(readiness["latency_s"])
-        out.append({"goal": "readiness notice ≤ poll interval + 1 s after /health turns 200",
-                    "target": f"≤ {limit:g} s", "measured": f"{lat:.2f} s",
-                    "verdict": "PASS" if lat <= limit else "MISS"})
-    else:
-        out.append({"goal": "readiness notice ≤ poll interval + 1 s after /health turns 200",
-                    "target": "≤ poll + 1 s", "measured": readiness.get("status", "not measured"),
-                    "verdict": "NOT MEASURED"})
-    return out
+
+def _readiness_goal(readiness: dict[str, Any]) -> dict[str, Any]:
+    """The readiness notice's latency after ``/health`` turns 200, against the poll interval + 1 s."""
+    goal = "readiness notice ≤ poll interval + 1 s after /health turns 200"
+    if readiness.get("latency_s") is None:
+        return _goal(goal, "≤ poll + 1 s", readiness.get("status", "not measured"), "NOT MEASURED")
+    limit = float(readiness["poll_interval_s"]) + READINESS_SLACK_S
+    lat = float(readiness["latency_s"])
+    return _goal(goal, f"≤ {limit:g} s", f"{lat:.2f} s", "PASS" if lat <= limit else "MISS")
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
