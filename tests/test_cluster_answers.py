@@ -26,10 +26,14 @@ async def test_a_hung_node_answers_last_and_the_cards_keep_the_targets_order(mak
     cluster = await make_cluster({"gpu-a": kimi(), "gpu-b": kimi(), "gpu-c": kimi()})
     for name in ("gpu-a", "gpu-b", "gpu-c"):
         await cluster.sims[name].wait_for(KIMI_UNIT, "ready", 45)
-    cluster.sims["gpu-a"].set_hung_systemctl(True)  # the first target is the last to answer (its timeout)
     nodes = [n.model_copy(update={"timeout": 2.0}) if n.name == "gpu-a" else n for n in cluster.config.nodes]
     cluster.config = cluster.config.model_copy(update={"nodes": nodes})
     async with runtime(cluster.config) as rt:
+        # Connected first, so that the healthy nodes' answers race only gpu-a's 2 s and not their own handshakes
+        # on a busy machine.
+        async for _ in rt.cluster.answers(rt.config.services, rt.config.nodes, SETTINGS_PROBE, batch=1):
+            pass
+        cluster.sims["gpu-a"].set_hung_systemctl(True)  # the first target is the last to answer (its timeout)
         seen: list[str] = []
         async for batch in rt.cluster.answers(rt.config.services, rt.config.nodes, SETTINGS_PROBE, batch=1):
             seen += [report.node for _, report, _ in batch]
