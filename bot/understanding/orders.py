@@ -66,6 +66,10 @@ LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execu
 _NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
                          "planned", "pending", "done", "finished"})
 YOU = frozenset({"you", "u", "ya"})
+# What may stand beside a negation in a part of its own that governs the next one ("do not, under any
+# circumstances, restart kimi", "never — ever — bounce qwen", "please, please don't, …").
+_DANGLING = frozenset({"do", "please", "pls", "plz", "ever", "really", "seriously", "just", "absolutely",
+                       "definitely", "again", "repeat", "i", "and", "but", "so", "whatever", "you"})
 
 
 def _has_phrase(tokens: Sequence[Token], phrase: tuple[str, ...]) -> bool:
@@ -94,8 +98,21 @@ def negated(words: Words, verb: Token) -> bool:
         return True
     if any(_has_phrase(part, p) for p in (("hold", "off"), ("no", "need"), ("no", "reason"))):
         return True
+    if _dangling_negation(words, verb):
+        return True
     after = [t for t in words.tokens if t.index > verb.index]
     return any(_has_phrase(after, r) for r in RETRACTIONS)
+
+
+def _dangling_negation(words: Words, verb: Token) -> bool:
+    """A part before the verb's, in its sentence, that is only a negation ("do not", "never", "don't") governs
+    what follows it: "do not, under any circumstances, restart kimi"."""
+    parts: dict[int, list[Token]] = {}
+    for t in words.clause_tokens(verb.clause):
+        if t.part < verb.part:
+            parts.setdefault(t.part, []).append(t)
+    return any(any(_negation(t) and t.norm != "no" for t in toks)
+               and all(_negation(t) or t.norm in _DANGLING for t in toks) for toks in parts.values())
 
 
 def _clock_time(tokens: Sequence[Token]) -> bool:

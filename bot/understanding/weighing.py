@@ -25,6 +25,9 @@ _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "woul
                            "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
                           "every", "another", "one", "any"})
+# A question about doing an order opens with these and who would do it ("should i restart kimi", "do we bounce").
+_ASK_DOING = frozenset({"should", "shall", "can", "could", "do", "would", "must"})
+_DOERS = frozenset({"i", "we", "you", "u", "someone", "somebody", "anyone", "they"})
 _NEGATORS = frozenset({"don't", "dont", "not", "never", "nobody", "no"})
 # What logs do with what is looked for in them.
 _SAYS = frozenset({"show", "shows", "say", "says", "mention", "mentions", "contain", "contains", "have", "has"})
@@ -188,8 +191,12 @@ def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
                   None)
     if sub_at is None:
         return
+    # After an order's verb that opens the part ("restart kimi when the shards are done loading"), the
+    # condition runs to the end of the part: its own verb ("are") opens no main question.
+    verb = _order_lead(clause, clause[sub_at].part)
+    after_order = verb is not None and verb.index < clause[sub_at].index
     end = next((i for i in range(sub_at + 2, len(clause)) if clause[i].part != clause[sub_at].part
-                or clause[i].norm in _MAIN_OPENERS), len(clause))
+                or (clause[i].norm in _MAIN_OPENERS and not after_order)), len(clause))
     span = {t.index for t in clause[sub_at + 1:end]}
     for h in scores.hits:
         if h.start in span:
@@ -272,15 +279,39 @@ def _shared_verb_object(scores: scoring.Scores, clause: Sequence[Token]) -> None
                 by[c] = by.get(c, 0.0) - wt
 
 
+def _order_lead(clause: Sequence[Token], part: int) -> Token | None:
+    """The order's verb that opens ``part`` — after the lead-in words, "can you", or a question about doing it
+    ("should i restart kimi …", "do we bounce qwen …") — if one does."""
+    toks = [t for t in clause if t.part == part]
+    lead = next((t for t in toks if t.norm not in orders.LEAD and t.norm not in orders.POLITE
+                 and t.norm not in orders.YOU), None)
+    if lead is not None and lead.norm in _ASK_DOING:
+        rest = [t for t in toks if t.index > lead.index]
+        lead = rest[1] if len(rest) >= 2 and rest[0].norm in _DOERS else None
+    if lead is not None and lead.norm in order_verbs() and lead.norm not in shared_verbs():
+        return lead
+    return None
+
+
 def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
-    """An order's verb opening a part: "restart kimi when the load is done" is about the restart."""
+    """An order's verb opening a part: "restart kimi when the load is done" is about the restart; so is "should
+    i restart kimi or wait for the load" — an alternative after the order weighs half."""
     by = scores.by_command
     verbs = order_verbs()
     boosted: set[str] = set()
     for part in dict.fromkeys(t.part for t in clause):
-        lead = next((t for t in clause if t.part == part and t.norm not in orders.LEAD
-                     and t.norm not in orders.POLITE and t.norm not in orders.YOU), None)
-        if (lead is not None and lead.norm in verbs and lead.norm not in shared_verbs()
-                and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted):
+        lead = _order_lead(clause, part)
+        if lead is not None and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted:
             by[verbs[lead.norm]] += 2.0
             boosted.add(verbs[lead.norm])
+            alt = next((t.index for t in clause if t.part == part and t.index > lead.index and t.norm == "or"), None)
+            if alt is not None:
+                for h in scores.hits:
+                    if h.start > alt and clause_part(clause, h.start) == part:
+                        for c, wt in h.credits:
+                            by[c] = by.get(c, 0.0) - wt / 2
+
+
+def clause_part(clause: Sequence[Token], index: int) -> int | None:
+    """The part of the token at ``index``."""
+    return next((t.part for t in clause if t.index == index), None)

@@ -31,6 +31,9 @@ def decide(text: str, surface: str = "slack") -> str:
     ("nobody restart qwen pls", "negated"), ("restart kimi… actually no, wait", "negated"),
     ("~bounce qwen~ nvm it recovered", "negated"), ("i wouldn't restart kimi right now", "negated"),
     ("hold off on restarting kimi", "negated"),
+    # A negation in a part of its own governs the part after it.
+    ("do not, under any circumstances, restart kimi", "negated"), ("never, ever bounce qwen", "negated"),
+    ("please, please don't, i beg you, restart qwen", "negated"),
     ("~restart kimi~", "info"), ("```restart kimi```", "info"), ("&gt; restart kimi\nis that all?", "info"),
     ("is it literally just `restart kimi`?", "info"), ("should we restart kimi", "info"),
     ("why did kimi restart", "info"), ("can I restart qwen", "info"), ("kimi restarted?", "info"),

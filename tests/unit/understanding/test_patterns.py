@@ -207,3 +207,14 @@ def test_a_question_about_doing_an_order_is_understood_as_it_and_starts_nothing(
     for text in ("should we bench kimi again", "what if we silenced qwen for the migration"):
         intent, _, order, _ = _read(text)
         assert intent in ("bench", "silence") and not order, text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("restart qwen once the shards are all loaded", ["qwen"]), ("bounce kimi when its gpus are idle", ["kimi"]),
+    ("should we restart qwen or just wait out the loading", ["qwen"]),
+    ("do we bounce kimi or check its logs first", ["kimi"]),
+])
+def test_a_condition_or_an_alternative_after_an_order_is_context(text: str, services: list[str]) -> None:
+    # What the condition or the alternative talks about (loading, gpus, logs) is not the question.
+    intent, got, order, _ = _read(text)
+    assert (intent, got, order) == ("restarts", services, False), text
