@@ -102,7 +102,7 @@ COMMANDS: tuple[Command, ...] = (
         args=("duration_s", "reason"),
         family="silence",
         verbs=("silence", "mute", "shh", "shhh", "shush", "snooze", "hush", "squelch", "quiet", "suppress", "turn",
-               "disable", "pause"),
+               "disable", "pause", "stop"),
     ),
     Command(
         name="unlock",

@@ -36,6 +36,9 @@ _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "last", "latest", "n
                           "your", "their"})
 # A question about doing an order, not about what it did ("what if we benchmarked kimi", "should we bench qwen").
 _DOING_IT = frozenset({"if", "would", "should", "could", "suppose", "supposing", "hypothetically", "shall"})
+# "can we …", "may i …": a question about doing it.
+_MAY = frozenset({"can", "could", "may", "might", "must"})
+_DOERS = frozenset({"we", "i", "someone", "somebody", "anyone", "anybody"})
 # An order's object that is every service.
 _ALL = frozenset({"everything", "all", "both", "every", "everyone"})
 # Words of a question about who did something (with a past-tense verb): the bot's own record.
@@ -331,7 +334,9 @@ def _order_verb(primary: _Clause | None, w: Words, order_name: str, later: bool 
     nouns = {b.index for a, b in itertools.pairwise(w.tokens) if a.norm in _DETERMINERS and a.part == b.part} - {
         c.index for a, b, c in zip(w.tokens, w.tokens[1:], w.tokens[2:], strict=False)
         if a.norm in orders.LIGHT_VERBS | {"off"} and b.norm in _DETERMINERS}
-    verb = next((t for t in here if (t.norm in order.verbs or t.index in typos) and t.index not in nouns
+    undo = {t.index for t in here if t.norm in weighing.UNDO_VERBS and order_name in weighing.UNDOES.values()}
+    verb = next((t for t in here if (t.norm in order.verbs or t.index in typos or t.index in undo)
+                 and t.index not in nouns
                  and not (t.norm == "kick" and t.index in off and order_name != "bench")), None) or next(
         (t for t in here if t.stem in stems and t.index not in nouns
          and t.norm not in ("run", "do", "start", "turn", "end")), None)
@@ -386,7 +391,8 @@ def _not_an_order(reading: Reading, decision: orders.Decision, order_name: str, 
     # a bench on qwen"), and answered with what is known about it; what it did is its information ("what did the
     # last bench say"); a restart's information is its own command ("restarts").
     about_doing = decision == "negated" or (decision == "ask" and verb is not None) or any(
-        t.norm in _DOING_IT for t in here)
+        t.norm in _DOING_IT for t in here) or any(
+        a.norm in _MAY and b.norm in _DOERS for a, b in itertools.pairwise(here))  # "can we unlock qwen?"
     reading.command = info
     reading.intent = order_name if order_name != "restart" and about_doing and info.name != "audit" else info.name
     who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else ""

@@ -25,6 +25,11 @@ _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "woul
                            "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
                           "every", "another", "one", "any"})
+# Verbs that undo; with the noun of an order as their object, they are the order that undoes it ("remove the
+# silence on kimi", "cancel kimi's mute" are the unsilence).
+UNDO_VERBS = frozenset({"remove", "cancel", "clear", "drop", "delete", "undo", "end", "lift", "stop", "kill",
+                        "revoke", "unset", "override"})
+UNDOES = {"silence": "unsilence"}
 # A question about doing an order opens with these and who would do it ("should i restart kimi", "do we bounce").
 _ASK_DOING = frozenset({"should", "shall", "can", "could", "do", "would", "must"})
 _DOERS = frozenset({"i", "we", "you", "u", "someone", "somebody", "anyone", "they"})
@@ -102,6 +107,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     # Settings words as what changed or what is compared ("did anyone change the nccl env").
     if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
         by["settings"] *= 0.5
+    _undone(scores, clause)
     _restart_words(scores, clause, names, question)
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
@@ -260,6 +266,21 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
             # question after it decides.
             for c, wt in h.credits:
                 by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _undone(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A verb that undoes, with an order's noun as its object, is the order that undoes it: "remove the silence
+    on kimi", "cancel kimi's mute" (``UNDOES``)."""
+    by = scores.by_command
+    part_of = {t.index: t.part for t in clause}
+    for verb in (t for t in clause if t.norm in UNDO_VERBS):
+        for h in scores.hits:
+            if h.start <= verb.index or verb.index in h.tokens or part_of.get(h.start) != verb.part:
+                continue
+            for c, wt in h.credits:
+                if c in UNDOES and wt >= 3.0:
+                    by[c] = by.get(c, 0.0) - wt
+                    by[UNDOES[c]] = by.get(UNDOES[c], 0.0) + wt + 2.0
 
 
 def _shared_verb_object(scores: scoring.Scores, clause: Sequence[Token]) -> None:

@@ -218,3 +218,23 @@ def test_a_condition_or_an_alternative_after_an_order_is_context(text: str, serv
     # What the condition or the alternative talks about (loading, gpus, logs) is not the question.
     intent, got, order, _ = _read(text)
     assert (intent, got, order) == ("restarts", services, False), text
+
+
+@pytest.mark.parametrize(("text", "intent", "services", "order"), [
+    ("remove the silence on kimi", "unsilence", ["kimi"], True), ("cancel qwen's mute", "unsilence", ["qwen"], True),
+    ("<@U0BOT> drop the snooze on kimi", "unsilence", ["kimi"], True),
+    ("stop the alerts for qwen 1h", "silence", ["qwen"], True),
+    ("don't lift the silence on kimi yet", "unsilence", ["kimi"], False),
+])
+def test_a_verb_that_undoes_with_the_silence_as_its_object_is_the_unsilence(text: str, intent: str,
+                                                                          services: list[str], order: bool) -> None:
+    _case(text, intent, services, order)
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("can we unlock kimi?", "unlock"), ("could we bench qwen this afternoon", "bench"),
+    ("may i unsilence kimi", "unsilence"),
+])
+def test_can_we_asks_about_doing_an_order_and_starts_nothing(text: str, intent: str) -> None:
+    got, _, order, _ = _read(text)
+    assert (got, order) == (intent, False), text
