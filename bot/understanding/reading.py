@@ -101,7 +101,9 @@ def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset
         asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
                                                       or lead.norm in _ASKING_VERBS)) or any(
             t.norm in ("pls", "please", "plz") for t in live) or bool(
-            live and live[0].norm in ("also", "btw", "plus", "and", "separately"))  # "… also gpus"
+            live and live[0].norm in ("also", "btw", "plus", "and", "separately")) or any(  # "… also gpus"
+            a.part != b.part and b.norm in orders.QUESTION_OPENERS and b.norm not in orders.LEAD
+            for a, b in itertools.pairwise(live))  # "kimi was flapping, can someone tell me if it's stable"
         # The first of two questions joined in a sentence ("kimi status and what's the throughput") asks too.
         joined = c.index + 1 < len(words_.clauses) and bool(words_.clause_tokens(c.index + 1)) and (
             words_.clause_tokens(c.index + 1)[0].norm in ("and", "but", "then", "&"))

@@ -20,7 +20,7 @@ CHART_CUES = frozenset({"chart", "charts", "graph", "graphs", "plot", "plots", "
                         "visualization", "sparkline", "trend", "trends", "trended", "png"})
 CHART_PHRASES = (("over", "time"),)
 _CUE_STEMS = frozenset({"chart", "graph", "plot", "visual", "visualis", "visualiz", "trend", "sparklin"})
-_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from"})
+_SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from", "while"})
 _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
                            "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent", "previous", "next", "each",
@@ -30,6 +30,9 @@ _NOUN_BEFORE = frozenset({"the", "a", "that", "this", "last", "latest", "recent"
 UNDO_VERBS = frozenset({"remove", "cancel", "clear", "drop", "delete", "undo", "end", "lift", "stop", "kill",
                         "revoke", "unset", "override"})
 UNDOES = {"silence": "unsilence"}
+# "tell me if …", "check if …": the question, not a condition.
+_ASKING_IF = frozenset({"me", "us", "check", "know", "see", "wonder", "wondering", "ask", "asking", "confirm",
+                        "verify", "tell", "sure", "idea", "clue"})
 # A question about doing an order opens with these and who would do it ("should i restart kimi", "do we bounce").
 _ASK_DOING = frozenset({"should", "shall", "can", "could", "do", "would", "must"})
 _DOERS = frozenset({"i", "we", "you", "u", "someone", "somebody", "anyone", "they"})
@@ -44,7 +47,7 @@ _PAIR = frozenset({"both", "two", "each", "between"})
 # What a service is (after "is": "is kimi up"): a state.
 STATES = frozenset("up down ready healthy unhealthy ok okay alright fine alive dead back stuck hung wedged loaded "
                    "degraded broken responsive unresponsive reachable unreachable available online offline green red "
-                   "operational serving happy unhappy sad".split())
+                   "operational serving happy unhappy sad stable unstable steady settled working".split())
 # A picture already there: "this graph", "that chart", "grafana's panel".
 _SHOWN = frozenset({"this", "that", "these", "those", "grafana", "dashboard", "your", "his", "her", "their"})
 # After "how" (or "how's"), what asks how something is rather than how to do something.
@@ -102,6 +105,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
             any(t.norm in _PAIR for t in clause) and not one_flag)
         by["compare"] = by["compare"] + 3.0 if pair else by["compare"] * 0.5
     _context_weighs_half(scores, clause)
+    _statement_before_question(scores, clause)
     _purpose_weighs_half(scores, clause)
     _looked_for_in_logs(scores, clause)
     # Settings words as what changed or what is compared ("did anyone change the nccl env").
@@ -132,6 +136,15 @@ def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Settin
     return True
 
 
+def _subordinator(clause: Sequence[Token], i: int) -> bool:
+    """Whether the word at ``i`` opens context ("since the restart", "if it flaps again"); "if" after a verb of
+    asking or knowing opens the question itself ("tell me if it's stable", "check if qwen's healthy")."""
+    t = clause[i]
+    if t.norm not in _SUBORDINATORS:
+        return False
+    return not (t.norm == "if" and i > 0 and clause[i - 1].norm in _ASKING_IF)
+
+
 def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: bool, names: set[int]) -> None:
     """"is it up", "are both models healthy", "is the 32b fine", "services ok?": a state word after "is"/"are",
     or ending a question, asks for the status."""
@@ -140,12 +153,19 @@ def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: b
         # "how's qwen", "how is gpu-b", "how are things": how something is.
         scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
         return
+    # "it's stuck" in a question ("is it back? it's stable?", "tell me if it's stable"), not beside an order
+    # ("kick qwen, it's stuck").
+    asks = question or any((lead := _part_lead(clause, p)) is not None and lead.norm in orders.QUESTION_OPENERS
+                           for p in dict.fromkeys(t.part for t in clause))
     for i, t in enumerate(clause):
         if t.norm not in STATES:
             continue
         before = [u for u in clause[max(0, i - 4):i] if u.part == t.part]
+        if any(_subordinator(clause, j) for j in range(1, i) if clause[j].part == t.part):
+            continue  # "what if we benchmarked kimi while it's serving": a state as context
+        # "is it up", "it's stable", "kimi's back?": the state of something.
         if any(u.norm in ("is", "are", "was", "were", "isn't", "aren't") for u in before) or (
-                question and i >= len(clause) - 2):
+                question and i >= len(clause) - 2) or (before and before[-1].possessive and asks):
             scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
             return
 
@@ -193,7 +213,7 @@ def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
     nccl change?"): its words weigh half. A question word opening the sentence ("when did …") is not one; the
     context ends at the next part or question ("if qwen OOMs again, do we restart it")."""
     by = scores.by_command
-    sub_at = next((i for i, t in enumerate(clause) if t.norm in _SUBORDINATORS and (i > 0 or t.norm != "when")),
+    sub_at = next((i for i, t in enumerate(clause) if _subordinator(clause, i) and (i > 0 or t.norm != "when")),
                   None)
     if sub_at is None:
         return
@@ -208,6 +228,30 @@ def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
         if h.start in span:
             for c, wt in h.credits:
                 by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _part_lead(clause: Sequence[Token], part: int) -> Token | None:
+    return next((t for t in clause if t.part == part and t.norm not in orders.LEAD), None)
+
+
+def _statement_before_question(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A statement, then a question in the same sentence ("kimi was flapping overnight, can someone tell me if
+    it's stable now"): the question decides, the statement before it weighs half."""
+    parts = list(dict.fromkeys(t.part for t in clause))
+    asks = next((p for p in parts[1:] if (lead := _part_lead(clause, p)) is not None
+                 and lead.norm in orders.QUESTION_OPENERS), None)
+    if asks is None:
+        return
+    verbs = order_verbs()
+    for p in parts[:parts.index(asks)]:
+        lead = _part_lead(clause, p)
+        if lead is None or lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs:
+            return  # a question or an order first: it is the one that asks
+    span = {t.index for t in clause if t.part < asks}
+    for h in scores.hits:
+        if h.start in span:
+            for c, wt in h.credits:
+                scores.by_command[c] = scores.by_command.get(c, 0.0) - wt / 2
 
 
 def _purpose_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
@@ -244,7 +288,8 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
     """"after the restart", "the last kimi restart": a restart as a noun is not one; "don't restart" and a what-if
     ("would a restart help", "what if I restart qwen", "is a restart going to fix it") are about restarts."""
     by = scores.by_command
-    what_if = any(t.norm in _WHAT_IF for t in clause)
+    what_if = any(t.norm in _WHAT_IF and not (t.norm == "if" and i > 0 and clause[i - 1].norm in _ASKING_IF)
+                  for i, t in enumerate(clause))  # not "tell me if it's back"
     for h in scores.hits:
         credited = {c for c, wt in h.credits if wt >= 3.0}
         if not credited & {"restart", "restarts"} or len(h.words) != 1:

@@ -238,3 +238,14 @@ def test_a_verb_that_undoes_with_the_silence_as_its_object_is_the_unsilence(text
 def test_can_we_asks_about_doing_an_order_and_starts_nothing(text: str, intent: str) -> None:
     got, _, order, _ = _read(text)
     assert (got, order) == (intent, False), text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("qwen was crashlooping all night, can anyone tell me if it's stable now", "status", ["qwen"]),
+    ("<@U0BOT> the 32b restarted twice overnight, is it steady?", "status", ["qwen"]),
+    ("could you check if kimi's healthy", "status", ["kimi"]),
+    ("what if we benched qwen while it's serving users", "bench", ["qwen"]),
+])
+def test_a_state_asked_about_and_a_state_as_context(text: str, intent: str, services: list[str]) -> None:
+    # A statement before a question weighs half; "tell me if", "check if" open the question, "while" context.
+    _case(text, intent, services)
