@@ -217,6 +217,12 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
 
     if not best or best[0][1] < 1.0:
         return _unplaced(reading, w, best)
+    if (primary is not None and not primary.asking and not explicit and not reading.unknown and setting is None
+            and sum(not t.marked for t in w.tokens) >= 5
+            and not any(wt >= 3.0 for c in clauses for h in c.scores.hits for _, wt in h.credits)):
+        # A sentence that asks nothing, names nothing and has no strong word ("CUDA error: an illegal memory
+        # access was encountered"): a paste or a remark, not a question (a few words are a query: "any alarms").
+        return _unplaced(reading, w, best)
     name, top = best[0]
     second = next(((n, s) for n, s in best[1:] if _family(n) != _family(name)), None)
     reading.command, reading.intent, reading.score = command(name), name, round(top, 2)
@@ -345,6 +351,26 @@ def _order_verb(primary: _Clause | None, w: Words, order_name: str, later: bool 
     return verb
 
 
+# A part that orders what was said before it ("…, please do it", "go ahead", "make it so").
+_GO_AHEAD = frozenset({("do", "it"), ("do", "that"), ("do", "this"), ("go", "ahead"), ("go", "for", "it"),
+                       ("make", "it", "so"), ("go", "ahead", "and", "do", "it"), ("don't", "do", "it"),
+                       ("dont", "do", "it"), ("do", "not", "do", "it"), ("don't", "do", "that")})
+_GO_FILLER = frozenset({"please", "pls", "plz", "just", "then", "ok", "okay", "so", "now", "and", "yes", "yeah"})
+
+
+def _go_ahead(w: Words) -> Token | None:
+    """The first word of a part that only says "do it" (its verb stands for the order said before it)."""
+    parts: dict[int, list[Token]] = {}
+    for t in w.tokens:
+        if not t.marked:
+            parts.setdefault(t.part, []).append(t)
+    for toks in list(parts.values())[1:]:
+        core = tuple(t.norm for t in toks if t.norm not in _GO_FILLER)
+        if core in _GO_AHEAD:
+            return next(t for t in toks if t.norm in ("do", "go", "make"))
+    return None
+
+
 def _everything(w: Words, verb: Token | None) -> bool:
     """The order's object is every service ("unsilence everything", "bench both models")."""
     return verb is not None and any(t.norm in _ALL for t in w.tokens if t.part == verb.part and t.index > verb.index)
@@ -361,6 +387,11 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to
         later = _order_verb(primary, w, order_name, later=True)
         if later is not None and orders.negated(w, later):
             _not_an_order(reading, "negated", order_name, later, w)  # "qwen recovered on its own. no restart needed"
+            return
+        go = _go_ahead(w)
+        if go is not None and reading.explicit_target and family in _ORDER_FAMILIES:
+            # "kimi needs a restart, please do it": an order by reference — asked back, never confirmed.
+            _not_an_order(reading, "negated" if orders.negated(w, go) else "ask", order_name, go, w)
             return
         if not reading.command.confirm:
             return  # "restart history", "restarted": the answer about it

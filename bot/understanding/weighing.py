@@ -263,10 +263,13 @@ def _purpose_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> Non
         span = [u for u in clause[i + 1:] if u.part == t.part]
         if any(u.norm in _AUDIENCE for u in span):
             idx = {u.index for u in span}
+            audience = {u.index for u in span if u.norm in _AUDIENCE}
             for h in scores.hits:
                 if h.start in idx:
+                    # The audience itself ("the postmortem doc") is no topic at all.
+                    share = 1.0 if set(h.tokens) <= audience else 0.5
                     for c, wt in h.credits:
-                        by[c] = by.get(c, 0.0) - wt / 2
+                        by[c] = by.get(c, 0.0) - wt * share
 
 
 def _looked_for_in_logs(scores: scoring.Scores, clause: Sequence[Token]) -> None:

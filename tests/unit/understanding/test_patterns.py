@@ -249,3 +249,34 @@ def test_can_we_asks_about_doing_an_order_and_starts_nothing(text: str, intent: 
 def test_a_state_asked_about_and_a_state_as_context(text: str, intent: str, services: list[str]) -> None:
     # A statement before a question weighs half; "tell me if", "check if" open the question, "while" context.
     _case(text, intent, services)
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("<@U0BOT> qwen's config for the retro doc", "settings", ["qwen"]),
+    ("kimi tok/s for the standup slides", "throughput", ["kimi"]),
+])
+def test_who_the_answer_is_for_is_no_topic(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+    assert not route(read(text, "slack", BOT), CFG, ALIASES).asked, text  # "the docs" is not a second reading
+
+
+def test_do_it_after_an_order_said_as_a_noun_asks_back_and_never_confirms() -> None:
+    for text in ("<@U0BOT> qwen needs a restart, please do it", "kimi could use a bounce. go ahead"):
+        r = route(read(text, "slack", BOT), CFG, ALIASES)
+        assert r.asked and r.note is not None and r.note.startswith("Did you want me to restart"), text
+        assert not (r.command.confirm and not r.asked), text
+    intent, _, order, args = _read("qwen needs a restart, don't do it")
+    assert (intent, order, args.get("negated")) == ("restarts", False, True)
+
+
+@pytest.mark.parametrize("text", ["RuntimeError: CUDA error: an illegal memory access was encountered",
+                                  "<@U0BOT> torch.OutOfMemoryError tried to allocate 2.00 GiB"])
+def test_a_pasted_error_that_asks_nothing_is_not_placed(text: str) -> None:
+    assert _read(text)[0] == "unclear"
+
+
+@pytest.mark.parametrize(("text", "services"), [("welche flags verwendet kimi", ["kimi"]),
+                                                ("¿qué flags usa qwen?", ["qwen"])])
+def test_verbs_of_using_in_other_languages_are_no_names(text: str, services: list[str]) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (r.intent, sorted(r.named_services), r.unknown) == ("settings", services, []), text
