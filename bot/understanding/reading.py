@@ -106,7 +106,7 @@ def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset
             for a, b in itertools.pairwise(live))  # "kimi was flapping, can someone tell me if it's stable"
         # The first of two questions joined in a sentence ("kimi status and what's the throughput") asks too.
         joined = c.index + 1 < len(words_.clauses) and bool(words_.clause_tokens(c.index + 1)) and (
-            words_.clause_tokens(c.index + 1)[0].norm in ("and", "but", "then", "&"))
+            words_.clause_tokens(c.index + 1)[0].norm in ("and", "but", "then", "&", "also", "plus", "btw"))
         out.append(_Clause(c.index, s, s.best(), asking or joined))
     return out
 
@@ -180,10 +180,15 @@ def _chosen_targets(found: Found, w: Words, clause: int | None, clauses: Sequenc
                                              for t in w.clause_tokens(c.index)):
                     here += found.in_clause(c.index, w.tokens)
         if here:
-            # "infra bumped the driver on gpu-b. did qwen restart?": the node of a service asked about.
+            # "infra bumped the driver on gpu-b. did qwen restart?": the node of a service asked about — not
+            # one that another question asks about ("qwen logs, also how's gpu-b's vram").
             hosts = {s.node for t in here for s in t.services}
-            return here + [t for t in found.targets if t not in here and not t.services
-                           and any(n.name in hosts for n in t.nodes)]
+            clause_of = {t.index: t.clause for t in w.tokens}
+            others = {c.index for c in clauses if c.index != clause and c.asking and c.best
+                      and c.best[0][1] >= CONFIDENT}
+            return here + [t for t, i in zip(found.targets, found.where, strict=True)
+                           if t not in here and not t.services and any(n.name in hosts for n in t.nodes)
+                           and clause_of.get(i) not in others]
     return list(found.targets)
 
 

@@ -112,6 +112,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     if by.get("settings") and max(by.get("changes", 0.0), by.get("compare", 0.0)) >= 3.0:
         by["settings"] *= 0.5
     _undone(scores, clause)
+    _prohibition(scores, clause)
     _restart_words(scores, clause, names, question)
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
@@ -149,7 +150,10 @@ def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: b
     """"is it up", "are both models healthy", "is the 32b fine", "services ok?": a state word after "is"/"are",
     or ending a question, asks for the status."""
     if clause and clause[0].norm == "how" and (len(clause) <= 3 or clause[1].norm in _HOW_OF
-                                                or clause[1].index in names):
+                                                or clause[1].index in names) and not (
+            len(clause) > 2 and clause[1].possessive and any(
+                h.start == clause[2].index and any(wt >= 3.0 for _, wt in h.credits) for h in scores.hits)):
+        # (not "how's qwen's latency looking": how that thing is)
         # "how's qwen", "how is gpu-b", "how are things": how something is.
         scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
         return
@@ -314,6 +318,22 @@ def _restart_words(scores: scoring.Scores, clause: Sequence[Token], names: set[i
             # question after it decides.
             for c, wt in h.credits:
                 by[c] = by.get(c, 0.0) - wt / 2
+
+
+def _prohibition(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """A part that opens with a negation is a prohibition ("don't touch kimi", "ne touche pas à kimi, ne le
+    redémarre pas", "never change qwen's flags"): what it forbids is no question about it (only an order's words
+    keep their weight: the order is what is forbidden)."""
+    confirm = {c.name for c in COMMANDS if c.confirm or c.family is not None}
+    for part in dict.fromkeys(t.part for t in clause):
+        lead = _part_lead(clause, part)
+        if lead is None or (lead.norm not in _NEGATORS and not lead.norm.endswith("n't")):
+            continue
+        for h in scores.hits:
+            if clause_part(clause, h.start) == part:
+                for c, wt in h.credits:
+                    if c not in confirm:
+                        scores.by_command[c] = scores.by_command.get(c, 0.0) - wt / 2
 
 
 def _undone(scores: scoring.Scores, clause: Sequence[Token]) -> None:

@@ -280,3 +280,30 @@ def test_a_pasted_error_that_asks_nothing_is_not_placed(text: str) -> None:
 def test_verbs_of_using_in_other_languages_are_no_names(text: str, services: list[str]) -> None:
     r = route(read(text, "terminal"), CFG, ALIASES)
     assert (r.intent, sorted(r.named_services), r.unknown) == ("settings", services, []), text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("ne touche pas à qwen, ne le redémarre pas", "restarts", ["qwen"]),
+    ("don't touch kimi and don't restart it", "restarts", ["kimi"]),
+])
+def test_a_prohibition_is_about_the_order_it_forbids(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services, negated=True)
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("how's kimi's ttft looking", "throughput", ["kimi"]), ("how's qwen's context length", "flag", ["qwen"]),
+    ("how's kimi", "status", ["kimi"]),
+])
+def test_hows_x_is_the_status_unless_a_thing_of_x_is_named(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+def test_a_second_question_after_also_is_offered_with_its_own_node() -> None:
+    r = route(read("<@U0BOT> kimi logs, also how's gpu-a's temperature", "slack", BOT), CFG, ALIASES)
+    assert (r.intent, r.named_services, r.named_nodes) == ("logs", ["kimi"], [])
+    assert r.offers == ["gpus kimi"]
+
+
+@pytest.mark.parametrize("text", ["what can you tell me", "<@U0BOT> what do you know", "list your capabilities"])
+def test_what_the_bot_can_do_is_help(text: str) -> None:
+    assert _read(text)[0] == "help"
