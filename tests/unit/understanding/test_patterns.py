@@ -307,3 +307,23 @@ def test_a_second_question_after_also_is_offered_with_its_own_node() -> None:
 @pytest.mark.parametrize("text", ["what can you tell me", "<@U0BOT> what do you know", "list your capabilities"])
 def test_what_the_bot_can_do_is_help(text: str) -> None:
     assert _read(text)[0] == "help"
+
+
+@pytest.mark.parametrize(("text", "service"), [
+    ("reinició qwen", "qwen"), ("reinicié kimi hace una hora", "kimi"), ("he reiniciado qwen", "qwen"),
+    ("j'ai redémarré kimi", "kimi"), ("我重启了 qwen", "qwen"), ("kimiを再起動しました", "kimi"),
+    ("qwen wurde neugestartet", "qwen"), ("¿quién reinició kimi?", "kimi"),
+])
+def test_a_restart_in_the_past_in_another_language_is_never_an_order(text: str, service: str) -> None:
+    intent, services, order, _ = _read(text)
+    assert (intent, services, order) == ("restarts", [service], False), text
+
+
+@pytest.mark.parametrize("text", ["reinicia kimi", "redémarre kimi", "请重启 kimi", "kimiを再起動して"])
+def test_the_same_verbs_as_requests_are_still_orders(text: str) -> None:
+    _case(text, "restart", ["kimi"], True)
+
+
+@pytest.mark.parametrize("text", ["did qwen print anything odd", "what has kimi logged since the restart"])
+def test_what_a_service_printed_is_its_logs(text: str) -> None:
+    assert _read(text)[0] == "logs", text
