@@ -19,6 +19,12 @@ NEGATIONS = frozenset(
     "don't dont do-not never nobody noone not no shouldn't shouldnt mustn't mustnt won't wont can't cant cannot "
     "avoid stop hold nvm nevermind".split()
 )
+# A sentence of only these after an order makes it wait ("restart kimi. wait", "… hold on").
+_WAIT = frozenset({"wait", "hold", "on", "hang", "sec", "second", "hmm", "hmmm", "um", "uh", "actually", "one", "a",
+                   "moment", "mo", "tho", "though", "ok", "oh"})
+# Beside a negation in a sentence of its own after an order, they take it back ("actually, don't").
+_TAKE_BACK = frozenset({"actually", "wait", "hmm", "um", "oh", "please", "pls", "on", "second", "thought",
+                        "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk"})
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
@@ -27,7 +33,7 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
-    "thoughts reckon guess suppose hmm hmmm um umm worth agree".split()
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions".split()
 )
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
@@ -37,7 +43,7 @@ QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
     "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
-    "whenever someday sometime".split()
+    "whenever someday sometime pending awaiting".split()
 )
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
@@ -45,6 +51,8 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+_NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten fifteen twenty thirty forty fifty sixty "
+                          "several".split())
 _CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
 # "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
 _AT = frozenset({"at", "by", "around", "about"})
@@ -101,7 +109,12 @@ def negated(words: Words, verb: Token) -> bool:
     if _dangling_negation(words, verb):
         return True
     after = [t for t in words.tokens if t.index > verb.index]
-    return any(_has_phrase(after, r) for r in RETRACTIONS)
+    if any(_has_phrase(after, r) for r in RETRACTIONS):
+        return True
+    # A later sentence that is only a negation ("restart kimi. actually, don't", "… no.").
+    return any(all(_negation(t) or t.norm in _TAKE_BACK for t in toks) and any(_negation(t) for t in toks)
+               and not all(t.norm in _WAIT for t in toks)  # "hold on" waits
+               for c in words.clauses[verb.clause + 1:] if (toks := words.clause_tokens(c.index)))
 
 
 def _dangling_negation(words: Words, verb: Token) -> bool:
@@ -120,7 +133,8 @@ def _clock_time(tokens: Sequence[Token]) -> bool:
     for a, b, c in itertools.zip_longest(tokens, tokens[1:], tokens[2:]):
         if b is None:
             break
-        if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit")):
+        if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit", "couple")
+                               or b.norm in _NUMBER_WORDS):
             return True
         if a.norm in _AT and (b.norm[:1].isdigit() or (b.norm == "the" and c is not None and c.norm in _TIME_NOUNS)):
             return True
@@ -169,7 +183,7 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
     clause_info: Clause = words.clauses[verb.clause]
     part = _part(words, verb)
     imperative, polite, light = _imperative(part, verb, is_name)
-    after = next((t for t in part if t.index > verb.index), None)
+    after = next((t for t in part if t.index > verb.index and t.index not in is_name), None)
     if imperative and not light and after is not None and after.norm in _NOUN_AFTER:
         return "ask"  # "restart of kimi scheduled for 5pm": the restart as a noun
     if not imperative:
@@ -215,4 +229,6 @@ def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
         return "ask"  # "restart kimi?"
     if any(c.question for c in words.clauses[verb.clause + 1:]):
         return "ask"  # "restart kimi. or is that overkill?"
+    if any(all(t.norm in _WAIT for t in words.clause_tokens(c.index)) for c in words.clauses[verb.clause + 1:]):
+        return "ask"  # "restart kimi. wait", "… hold on"
     return "order"
