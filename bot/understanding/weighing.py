@@ -19,6 +19,8 @@ from handlers.commands import COMMANDS
 CHART_CUES = frozenset({"chart", "charts", "graph", "graphs", "plot", "plots", "visualize", "visualise",
                         "visualization", "sparkline", "trend", "trends", "trended", "png"})
 CHART_PHRASES = (("over", "time"),)
+# A measure "over the last 3 days" is its trend (not "logs over the last hour": only beside what a chart shows).
+_OVER_A_WINDOW = (("over", "the", "last"), ("over", "the", "past"), ("over", "last"), ("over", "past"))
 _CUE_STEMS = frozenset({"chart", "graph", "plot", "visual", "visualis", "visualiz", "trend", "sparklin"})
 _SUBORDINATORS = frozenset({"since", "after", "because", "when", "once", "before", "if", "until", "from", "while"})
 _MAIN_OPENERS = frozenset({"do", "does", "should", "can", "could", "will", "would", "is", "are", "what", "how",
@@ -201,7 +203,8 @@ def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
     norms = [t.norm for t in free]
     subject = any(by.get(c) for c in ("chart_throughput", "chart_bench", "chart_loads", "throughput"))
     cue = any(chart_cue(t, typos=subject) for t in free) or any(
-        tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms)))
+        tuple(norms[i:i + len(p)]) == p for p in CHART_PHRASES for i in range(len(norms))) or (
+        subject and any(tuple(norms[i:i + len(p)]) == p for p in _OVER_A_WINDOW for i in range(len(norms))))
     for name in ("chart_throughput", "chart_bench", "chart_loads"):
         if cue and (by.get(name) or name == "chart_throughput"):
             by[name] = by.get(name, 0.0) + 4.0

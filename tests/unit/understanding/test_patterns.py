@@ -327,3 +327,20 @@ def test_the_same_verbs_as_requests_are_still_orders(text: str) -> None:
 @pytest.mark.parametrize("text", ["did qwen print anything odd", "what has kimi logged since the restart"])
 def test_what_a_service_printed_is_its_logs(text: str) -> None:
     assert _read(text)[0] == "logs", text
+
+
+@pytest.mark.parametrize(("text", "intent", "window"), [
+    ("qwen throughput over the last 3 days", "chart_throughput", 259200),
+    ("kimi tok/s over the past week", "chart_throughput", 604800),
+    ("kimi logs over the last hour", "logs", None),
+])
+def test_a_measure_over_a_window_is_its_chart(text: str, intent: str, window: int | None) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (r.intent, r.args.window_s) == (intent, window), text
+
+
+@pytest.mark.parametrize(("text", "intent"), [("who's using the gpus on gpu-b", "gpus"),
+                                              ("who used the bot to silence qwen", "audit"),
+                                              ("kimi any errors", "logs")])
+def test_who_is_using_the_gpus_is_not_who_used_the_bot(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
