@@ -19,6 +19,9 @@ NEGATIONS = frozenset(
     "don't dont do-not never nobody noone not no shouldn't shouldnt mustn't mustnt won't wont can't cant cannot "
     "avoid stop hold nvm nevermind".split()
 )
+# Another place than the cluster the bot runs: an order for it is not one for ours.
+_ELSEWHERE = frozenset({"staging", "stage", "canary", "sandbox", "preprod", "pre-prod", "dev", "qa"})
+_PLACES = frozenset({"cluster", "clusters", "box", "node", "region", "env", "environment", "site", "dc", "one"})
 # A sentence of only these after an order makes it wait ("restart kimi. wait", "… hold on").
 _WAIT = frozenset({"wait", "hold", "on", "hang", "sec", "second", "hmm", "hmmm", "um", "uh", "actually", "one", "a",
                    "moment", "mo", "tho", "though", "ok", "oh"})
@@ -225,6 +228,10 @@ def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
         return "ask"
     if any(t.norm == "or" for t in rest if t.index > verb.index):
         return "ask"
+    part = [t for t in rest if t.clause == verb.clause]
+    if any(t.norm in _ELSEWHERE for t in part) or any(
+            a.norm in ("other", "another", "different") and b.norm in _PLACES for a, b in itertools.pairwise(part)):
+        return "ask"  # "restart kimi in staging", "… on the other cluster": not the service this bot runs
     if words.clauses[verb.clause].question and not polite:
         return "ask"  # "restart kimi?"
     if any(c.question for c in words.clauses[verb.clause + 1:]):

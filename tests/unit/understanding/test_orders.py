@@ -39,6 +39,8 @@ def decide(text: str, surface: str = "slack") -> str:
     ("restart kimi. wait", "ask"), ("restart qwen. hold on", "ask"), ("restart kimi in five minutes", "ask"),
     ("restart kimi in a couple of minutes", "ask"), ("restart qwen, wdyt", "ask"),
     ("restart kimi, pending approval", "ask"), ("restart kimi was a bad idea", "ask"),
+    # Another place than this cluster: not an order for ours.
+    ("restart kimi in staging", "ask"), ("bounce qwen on the other cluster", "ask"),
     # Quotation marks: said about, not said.
     ('he said "restart kimi"', "info"), ("'restart qwen' is what the alert said", "info"),
     ("“restart kimi”?", "info"),
