@@ -8,9 +8,14 @@ The corpus (``corpus.jsonl``) was written independently of the router, against t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from bench.understanding import ORDERS, Results, evaluate, load_rows
+from bench.understanding import BOT_USER_ID, ORDERS, SERVED, Results, config, evaluate, load_rows
+from bot.router import route
+from bot.understanding.markup import Surface, read
+from bot.understanding.names import service_aliases
 
 
 @pytest.fixture(scope="module")
@@ -39,3 +44,32 @@ def test_no_message_that_is_not_an_order_reaches_a_confirmation(results: Results
     # (An order the label also lets the bot ask back about — "let's restart kimi" — may be asked.)
     assert orders and all(o.intent in ORDERS or o.asked for o in orders if o.ok)
     assert sum(o.order for o in orders) >= 0.95 * len(orders)
+
+
+def _lines(name: str) -> list[str]:
+    return [line.replace("\\n", "\n") for line in (Path(__file__).parent / name).read_text().splitlines() if line]
+
+
+def _is_order(text: str, surface: Surface) -> bool:
+    cfg = config()
+    r = route(read(text, surface, BOT_USER_ID if surface == "slack" else None), cfg, service_aliases(cfg, SERVED))
+    return r.command.confirm and not r.asked and r.matched
+
+
+def test_the_ways_of_not_ordering_a_restart_never_reach_a_confirmation() -> None:
+    # not_orders.txt: questions, doubts, times, conditions, negations, retractions, quotes, code, strikes, reports,
+    # announcements, what-ifs, other places, someone else addressed, in six languages (written for this test).
+    wrong: list[tuple[Surface, str]] = []
+    for text in _lines("not_orders.txt"):
+        if _is_order(f"<@{BOT_USER_ID}> {text}", "slack"):
+            wrong.append(("slack", text))
+        if "&gt;" not in text and "<@" not in text and _is_order(text, "terminal"):  # Slack markup: Slack only
+            wrong.append(("terminal", text))
+    assert wrong == []
+
+
+def test_the_ways_of_ordering_a_restart_are_orders() -> None:
+    # orders.txt: the same verbs as plain orders (a router that never acts would pass the test above).
+    missed = [text for text in _lines("orders.txt") if not _is_order(f"<@{BOT_USER_ID}> {text}", "slack")
+              or not _is_order(text, "terminal")]
+    assert missed == []
