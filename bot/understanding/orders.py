@@ -74,8 +74,9 @@ POLITE = frozenset({"can", "could", "would", "will"})
 _TELL = frozenset({"tell", "ping", "notify", "let", "report", "dm", "update", "message", "post"})
 LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire", "kick"})
 # A word right after the verb that makes it a noun ("restart of kimi scheduled …", "restart is pending").
-_NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
-                         "planned", "pending", "done", "finished"})
+NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
+                        "planned", "pending", "done", "finished", "completed", "ran", "failed", "succeeded",
+                        "worked", "started"})
 YOU = frozenset({"you", "u", "ya"})
 # What may stand beside a negation in a part of its own that governs the next one ("do not, under any
 # circumstances, restart kimi", "never — ever — bounce qwen", "please, please don't, …").
@@ -187,7 +188,7 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
     part = _part(words, verb)
     imperative, polite, light = _imperative(part, verb, is_name)
     after = next((t for t in part if t.index > verb.index and t.index not in is_name), None)
-    if imperative and not light and after is not None and after.norm in _NOUN_AFTER:
+    if imperative and not light and after is not None and after.norm in NOUN_AFTER:
         return "ask"  # "restart of kimi scheduled for 5pm": the restart as a noun
     if not imperative:
         opener = next((t for t in part if t.norm not in LEAD and t.index not in is_name), None)

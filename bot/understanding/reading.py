@@ -98,8 +98,12 @@ def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset
         weighing.adjust(s, toks, setting, distinct, found.tokens, c.question)
         live = [t for t in toks if not t.marked]
         lead = next((t for t in live if t.norm not in orders.LEAD), None)
-        asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
-                                                      or lead.norm in _ASKING_VERBS)) or any(
+        after = next((t for t in live if lead is not None and t.index > lead.index and t.index not in found.tokens),
+                     None)
+        # "benchmark finished on kimi": an order's word as the subject of a report asks nothing.
+        reported = lead is not None and lead.norm in verbs and after is not None and after.norm in orders.NOUN_AFTER
+        asking = c.question or (lead is not None and not reported and (
+            lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs or lead.norm in _ASKING_VERBS)) or any(
             t.norm in ("pls", "please", "plz") for t in live) or bool(
             live and live[0].norm in ("also", "btw", "plus", "and", "separately")) or any(  # "… also gpus"
             a.part != b.part and b.norm in orders.QUESTION_OPENERS and b.norm not in orders.LEAD
@@ -235,7 +239,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     if all(t.marked for t in w.tokens) and _family(name) != "restart":
         return _unplaced(reading, w, best, paste=True)  # a paste with no question ("```+---- NVIDIA-SMI")
     if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
-        _order(reading, primary, w, found, message.to_other or message.beside_other)
+        _order(reading, primary, w, found, message.to_other or message.beside_other, config)
         if not reading.matched:
             return _unplaced(reading, w, best)
     elif (second is not None and primary is not None and _named(primary, name) and _named(primary, second[0])
@@ -376,18 +380,45 @@ def _go_ahead(w: Words) -> Token | None:
     return None
 
 
+_CONDITION_OPENERS = frozenset({"when", "whenever", "once", "after", "until", "till", "before", "if", "unless",
+                                "while"})
+
+
+def _not_in_the_condition(reading: Reading, w: Words, found: Found, verb: Token, config: BotConfig) -> None:
+    """The names in a condition after the order are not its targets: "restart qwen when kimi is done loading"
+    is about qwen."""
+    start = next((t.index for t in w.clause_tokens(verb.clause) if t.index > verb.index
+                  and t.norm in _CONDITION_OPENERS), None)
+    if start is None:
+        return
+    end = w.clauses[verb.clause].end
+    kept = [t for t, i in zip(found.targets, found.where, strict=True)
+            if not start < i < end and (t.services or t.nodes)]
+    names = {s.name for t in kept for s in t.services} | {n.name for t in kept for n in t.nodes}
+    if not kept or not names & (set(reading.named_services) | set(reading.named_nodes)):
+        return
+    chosen = [t for t in kept if {s.name for s in t.services} | {n.name for n in t.nodes} <= (
+        set(reading.named_services) | set(reading.named_nodes))]
+    reading.services, reading.nodes, reading.explicit_target = _targets(config, chosen)
+    reading.named_services = list(dict.fromkeys(s.name for t in chosen for s in t.services))
+    reading.named_nodes = list(dict.fromkeys(n.name for t in chosen for n in t.nodes))
+
+
 def _everything(w: Words, verb: Token | None) -> bool:
     """The order's object is every service ("unsilence everything", "bench both models")."""
     return verb is not None and any(t.norm in _ALL for t in w.tokens if t.part == verb.part and t.index > verb.index)
 
 
-def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool) -> None:
+def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool,
+           config: BotConfig) -> None:
     """Restart, bench, silence, unsilence, unlock: an order only when it is one (``orders.decide``)."""
     name = reading.command.name
     family = reading.command.family
     order_name = name if reading.command.confirm else next(
         (c.name for c in COMMANDS if c.confirm and c.family == family), name)
     verb = _order_verb(primary, w, order_name)
+    if verb is not None:
+        _not_in_the_condition(reading, w, found, verb, config)
     if verb is None:
         later = _order_verb(primary, w, order_name, later=True)
         if later is not None and orders.negated(w, later):

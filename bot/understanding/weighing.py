@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from bot.understanding import orders, scoring
 from bot.understanding.settings_words import Setting
-from bot.understanding.text import Token
+from bot.understanding.text import Token, stem
 from bot.understanding.wordlists import common_english, english
 from handlers.commands import COMMANDS
 
@@ -133,6 +133,15 @@ def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Settin
     by = scores.by_command
     first = min(setting.tokens)
     subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+    if setting.value is not None:
+        # Named by its value, a word of its own name is the setting's ("does kimi load from safetensors" is the
+        # load format, not the loading).
+        own = {t.index for t in clause if t.stem in {stem(p) for p in setting.name.lower().split("-") if len(p) >= 3}}
+        for h in scores.hits:
+            if h.start in own:
+                for c, wt in h.credits:
+                    by[c] = by.get(c, 0.0) - wt
+        subordinate = subordinate and not own
     by["flag"] = by.get("flag", 0.0) + (1.5 if subordinate else 5.0)
     if not subordinate and by.get("settings"):
         by["settings"] *= 0.5

@@ -344,3 +344,26 @@ def test_a_measure_over_a_window_is_its_chart(text: str, intent: str, window: in
                                               ("kimi any errors", "logs")])
 def test_who_is_using_the_gpus_is_not_who_used_the_bot(text: str, intent: str) -> None:
     assert _read(text)[0] == intent, text
+
+
+@pytest.mark.parametrize(("text", "flag", "value"), [
+    ("does kimi load from safetensors", "load-format", "safetensors"),
+    ("does qwen quantize with awq", "quantization", "awq"),
+])
+def test_a_setting_named_by_its_value_takes_the_words_of_its_own_name(text: str, flag: str, value: str) -> None:
+    _case(text, "flag", [text.split()[1]], flag=flag, value=value)
+
+
+def test_the_names_in_a_condition_after_an_order_are_not_its_targets() -> None:
+    for text, service in (("restart qwen when kimi is done loading", "qwen"), ("bench kimi once qwen is idle", "kimi")):
+        r = route(read(text, "terminal"), CFG, ALIASES)
+        assert (r.named_services, r.asked) == ([service], True), text
+        assert r.note is not None and f" {service}?" in r.note and "kimi qwen" not in r.note, text
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("<@U0BOT> bench finished on qwen. what were the numbers?", "throughput"),
+    ("<@U0BOT> any ecc errors on gpu-a", "gpus"),
+])
+def test_a_report_of_an_order_asks_nothing_and_the_question_after_it_decides(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
