@@ -391,7 +391,7 @@ COMMANDS: tuple[Command, ...] = (
         words=Vocabulary(strong=("thanks", "thank you", "thx", "ty", "cheers", "hello", "hi", "hey", "good bot",
                                  "=nice", "great", "awesome", "=cool", "morning", "good morning", "ok cool",
                                  "=perfect", "sweet", "lol", "haha", "appreciated", "yo", "gm", "gn", "good night",
-                                 "ping",
+                                 "ping", "=bye", "goodbye", "=cya", "see ya", "see you", "gotta go", "good evening",
                                  "you're the best", "you rock", "the best", "good job", "well done", "nice one",
                                  "love it", "legend", "amazing", "brilliant", "tysm", "much appreciated", "kudos"),
                          medium=("ok", "okay", "good")),

@@ -217,8 +217,14 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
         return any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
                    for t in scope)
     later = [t for t in scope if t.index > verb.index]
-    return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) for t in scope) or _clock_time(later)
+    return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) or _ish(t.norm) for t in scope) or _clock_time(later)
             or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
+
+
+def _ish(word: str) -> bool:
+    """ "soonish", "laterish", "5ish", "noon-ish": a time, roughly."""
+    base = word.removesuffix("ish").rstrip("-")
+    return word.endswith("ish") and bool(base) and (base in QUALIFIERS or base.isdigit() or bool(_CLOCK.match(base)))
 
 
 def _doubt(words: Words, verb: Token, polite: bool) -> Decision:

@@ -139,6 +139,9 @@ def words(message: Message) -> Words:
                     continue
                 if p in _QUESTION:
                     question = True
+                    if len(tokens) == clause_start and clauses and clauses[-1].end == clause_start:
+                        # "restart kimi...?": the question mark after the dots asks the sentence before it.
+                        clauses[-1] = replace(clauses[-1], question=True)
                 if p in _ENDS and not seg.code:
                     close(question)
                     question = False

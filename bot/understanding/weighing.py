@@ -160,11 +160,11 @@ def _subordinator(clause: Sequence[Token], i: int) -> bool:
 def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: bool, names: set[int]) -> None:
     """"is it up", "are both models healthy", "is the 32b fine", "services ok?": a state word after "is"/"are",
     or ending a question, asks for the status."""
+    sub = next((t.index for i, t in enumerate(clause) if _subordinator(clause, i)), 1 << 30)
+    thing = any(h.start < sub and any(c != "status" and wt >= 3.0 for c, wt in h.credits) for h in scores.hits)
     if clause and clause[0].norm == "how" and (len(clause) <= 3 or clause[1].norm in _HOW_OF
-                                                or clause[1].index in names) and not (
-            len(clause) > 2 and clause[1].possessive and any(
-                h.start == clause[2].index and any(wt >= 3.0 for _, wt in h.credits) for h in scores.hits)):
-        # (not "how's qwen's latency looking": how that thing is)
+                                                or clause[1].index in names) and not thing:
+        # (not "how's qwen's latency looking", "how are we doing on latency": how that thing is)
         # "how's qwen", "how is gpu-b", "how are things": how something is.
         scores.by_command["status"] = scores.by_command.get("status", 0.0) + 1.5
         return

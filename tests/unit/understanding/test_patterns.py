@@ -367,3 +367,21 @@ def test_the_names_in_a_condition_after_an_order_are_not_its_targets() -> None:
 ])
 def test_a_report_of_an_order_asks_nothing_and_the_question_after_it_decides(text: str, intent: str) -> None:
     assert _read(text)[0] == intent, text
+
+
+@pytest.mark.parametrize(("text", "intent", "order"), [
+    ("<@U0BOT> restart kimi...?", "restarts", False), ("restart qwen. . ?", "restarts", False),
+    ("restart qwen soonish", "restarts", False), ("bounce kimi 5ish", "restarts", False),
+    ("restart kimi...", "restart", True),
+])
+def test_a_question_mark_after_the_dots_and_a_rough_time_leave_no_order(text: str, intent: str, order: bool) -> None:
+    got, _, got_order, _ = _read(text)
+    assert (got, got_order) == (intent, order), text
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("how are we doing on latency", "throughput"), ("how are things with the kv cache dtype on kimi", "flag"),
+    ("how are we doing", "status"), ("<@U0BOT> bye", "smalltalk"), ("see you tomorrow", "smalltalk"),
+])
+def test_how_are_we_doing_on_a_thing_is_that_thing(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
