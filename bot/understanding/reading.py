@@ -360,6 +360,8 @@ def _order_verb(primary: _Clause | None, w: Words, order_name: str, later: bool 
     return verb
 
 
+# Wanting an order said as a noun ("need a restart on qwen please").
+_WANTING = frozenset({"please", "pls", "plz", "need", "needs", "want", "wants", "needed"})
 # A part that orders what was said before it ("…, please do it", "go ahead", "make it so").
 _GO_AHEAD = frozenset({("do", "it"), ("do", "that"), ("do", "this"), ("go", "ahead"), ("go", "for", "it"),
                        ("make", "it", "so"), ("go", "ahead", "and", "do", "it"), ("don't", "do", "it"),
@@ -428,6 +430,15 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to
         if go is not None and reading.explicit_target and family in _ORDER_FAMILIES:
             # "kimi needs a restart, please do it": an order by reference — asked back, never confirmed.
             _not_an_order(reading, "negated" if orders.negated(w, go) else "ask", order_name, go, w)
+            return
+        here = w.clause_tokens(primary.index) if primary else ()
+        want = next((t for t in here if t.norm in _WANTING and not t.marked), None)
+        one = any(a.norm in ("a", "an") and b.norm in command(order_name).verbs for a, b in itertools.pairwise(here))
+        if (want is not None and one and reading.explicit_target and family in _ORDER_FAMILIES
+                and reading.command.name == _INFO_OF.get(order_name) and not any(
+                    t.norm in orders.QUESTION_OPENERS for t in w.clause_tokens(want.clause)[:1])):
+            # "need a restart on qwen please", "kimi needs a restart": one order wanted, as a noun — asked back.
+            _not_an_order(reading, "negated" if orders.negated(w, want) else "ask", order_name, want, w)
             return
         if not reading.command.confirm:
             return  # "restart history", "restarted": the answer about it

@@ -385,3 +385,12 @@ def test_a_question_mark_after_the_dots_and_a_rough_time_leave_no_order(text: st
 ])
 def test_how_are_we_doing_on_a_thing_is_that_thing(text: str, intent: str) -> None:
     assert _read(text)[0] == intent, text
+
+
+def test_one_order_wanted_as_a_noun_is_asked_back_and_its_history_is_not() -> None:
+    for text in ("need a restart on qwen please", "kimi could use a bounce, please"):
+        r = route(read(text, "terminal"), CFG, ALIASES)
+        assert r.asked and r.note is not None and r.note.startswith("Did you want me to restart"), text
+    for text in ("restart history for kimi please", "the last restart of qwen please"):
+        r = route(read(text, "terminal"), CFG, ALIASES)
+        assert (r.intent, r.asked) == ("restarts", False), text
