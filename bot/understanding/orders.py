@@ -17,7 +17,7 @@ Decision = Literal["order", "info", "ask", "negated"]
 
 NEGATIONS = frozenset(
     "don't dont do-not never nobody noone not no shouldn't shouldnt mustn't mustnt won't wont can't cant cannot "
-    "avoid stop hold nvm nevermind".split()
+    "avoid stop hold nvm nevermind nah nope naw refrain".split()
 )
 # Another place than the cluster the bot runs: an order for it is not one for ours.
 _ELSEWHERE = frozenset({"staging", "stage", "canary", "sandbox", "preprod", "pre-prod", "dev", "qa"})
@@ -33,11 +33,17 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
                ("not", "needed"), ("no", "restart", "needed"),
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
-               ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
+               ("disregard",), ("jk",), ("nope",), ("nah",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
     "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions".split()
 )
+# Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
+DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
+                         "confused", "face_with_raised_eyebrow", "raised_eyebrow", "grimacing", "question",
+                         "grey_question", "interrobang", "thinking face", "person shrugging", "shrug",
+                         "face with raised eyebrow", "grimacing face", "black question mark ornament",
+                         "confused face", "white question mark ornament"})
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
                       ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
@@ -46,7 +52,7 @@ QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
     "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
-    "whenever someday sometime pending awaiting".split()
+    "whenever someday sometime pending awaiting during".split()
 )
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
@@ -54,6 +60,9 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+# What "post-…"/"pre-…" put an order after or before ("post-lunch", "pre-demo").
+_EVENTS = frozenset("lunch standup demo deploy deployment meeting maintenance bench benchmark load migration "
+                    "upgrade launch release review call sync weekend holiday incident".split())
 _NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten fifteen twenty thirty forty fifty sixty "
                           "several".split())
 _CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
@@ -209,6 +218,10 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
         nxt = words.clause_tokens(verb.clause + 1)
         if nxt and nxt[0].norm in QUALIFIERS:
             scope += nxt
+    if any(a.norm in ("post", "pre") and b.norm in _EVENTS for a, b in itertools.pairwise(scope)) or any(
+            t.norm.startswith(("post", "pre")) and t.norm.removeprefix("post").removeprefix("pre") in _EVENTS
+            for t in scope):
+        return True  # "restart kimi post-lunch", "… pre-demo" (read as one word)
     # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
     told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
     scope = [t for t in scope if told is None or t.index < told]
@@ -231,6 +244,8 @@ def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
     """Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), an alternative after it ("restart
     kimi or is that overkill", "… or qwen"), or a question after it ("restart kimi. is that ok?")."""
     rest = [t for t in words.tokens if t.clause >= verb.clause]
+    if any(e in DOUBT_EMOJI for e in words.emoji):
+        return "ask"  # "restart kimi :thinking_face:"
     if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
         return "ask"
     if any(t.norm == "or" for t in rest if t.index > verb.index):

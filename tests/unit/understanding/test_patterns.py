@@ -394,3 +394,17 @@ def test_one_order_wanted_as_a_noun_is_asked_back_and_its_history_is_not() -> No
     for text in ("restart history for kimi please", "the last restart of qwen please"):
         r = route(read(text, "terminal"), CFG, ALIASES)
         assert (r.intent, r.asked) == ("restarts", False), text
+
+
+@pytest.mark.parametrize("text", ["restart kimi :thinking_face:", "<@U0BOT> bounce qwen 🤷", "restart kimi... nah",
+                                  "restart qwen post-lunch", "restart kimi pre-standup", "bounce qwen during the sync"])
+def test_a_doubting_emoji_a_nah_and_an_event_to_wait_for_leave_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("did the bot touch anything today", "audit", []), ("wie geht's qwen?", "status", ["qwen"]),
+])
+def test_the_bots_record_and_how_a_service_is_going(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
