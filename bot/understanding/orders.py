@@ -41,7 +41,7 @@ HESITATIONS = frozenset(
 # Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
 DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
                          "confused", "face_with_raised_eyebrow", "raised_eyebrow", "grimacing", "question",
-                         "grey_question", "interrobang", "thinking face", "person shrugging", "shrug",
+                         "grey_question", "interrobang", "thinking face", "person shrugging",
                          "face with raised eyebrow", "grimacing face", "black question mark ornament",
                          "confused face", "white question mark ornament"})
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
