@@ -33,10 +33,12 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
                ("not", "needed"), ("no", "restart", "needed"),
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
-               ("disregard",), ("jk",), ("nope",), ("nah",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
+               ("disregard",), ("jk",), ("nope",), ("nah",), ("not", "now"), ("not", "yet"), ("not", "today"),
+               ("not", "tonight"), ("not", "really"), ("not", "right", "now"), ("just", "kidding"), ("kidding",),
+               ("joking",), ("/s",))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
-    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions".split()
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl".split()
 )
 # Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
 DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
@@ -57,9 +59,13 @@ QUALIFIERS = frozenset(
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
                      ("this", "evening"), ("later", "today"), ("when", "possible"), ("in", "the", "morning"),
-                     ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
+                     ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"),
+                     ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
+                     ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
+                     ("some", "time"), ("should", "it"), ("this", "month"))
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+_SHORT = 6  # words: a sentence this short after an order only qualifies it
 # What "post-…"/"pre-…" put an order after or before ("post-lunch", "pre-demo").
 _EVENTS = frozenset("lunch standup demo deploy deployment meeting maintenance bench benchmark load migration "
                     "upgrade launch release review call sync weekend holiday incident".split())
@@ -216,7 +222,8 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
     scope = list(words.clause_tokens(verb.clause))
     if verb.clause + 1 < len(words.clauses):
         nxt = words.clause_tokens(verb.clause + 1)
-        if nxt and nxt[0].norm in QUALIFIERS:
+        # A next sentence that opens with a time or is only a few words ("restart kimi. at noon", "… in 5 mins").
+        if nxt and (nxt[0].norm in QUALIFIERS or len(nxt) <= _SHORT):
             scope += nxt
     if any(a.norm in ("post", "pre") and b.norm in _EVENTS for a, b in itertools.pairwise(scope)) or any(
             t.norm.startswith(("post", "pre")) and t.norm.removeprefix("post").removeprefix("pre") in _EVENTS

@@ -73,3 +73,12 @@ def test_the_ways_of_ordering_a_restart_are_orders() -> None:
     missed = [text for text in _lines("orders.txt") if not _is_order(f"<@{BOT_USER_ID}> {text}", "slack")
               or not _is_order(text, "terminal")]
     assert missed == []
+
+
+def test_an_order_followed_by_a_time_a_doubt_or_a_take_back_is_never_one() -> None:
+    # not_order_suffixes.txt: what may follow "restart kimi" in the same part, after a comma, a dash, or as a
+    # sentence of its own, and make it no order now (times, conditions, doubts, emoji, jokes, take-backs).
+    texts = [verb + sep + suffix for suffix in _lines("not_order_suffixes.txt")
+             for verb in ("restart kimi", "bounce qwen") for sep in (" ", ", ", ". ", " - ")]
+    wrong = [text for text in texts if _is_order(f"<@{BOT_USER_ID}> {text}", "slack")]
+    assert wrong == []
