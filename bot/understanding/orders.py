@@ -65,6 +65,9 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("some", "time"), ("should", "it"), ("this", "month"))
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+# A label before an order that is still the person's own order ("urgent: restart kimi").
+_URGENT = frozenset({"urgent", "asap", "important", "action", "request", "req", "prio", "p0", "p1", "sev1", "sev2",
+                     "emergency", "critical", "help", "ops", "oncall", "incident"})
 _SHORT = 6  # words: a sentence this short after an order only qualifies it
 # What "post-…"/"pre-…" put an order after or before ("post-lunch", "pre-demo").
 _EVENTS = frozenset("lunch standup demo deploy deployment meeting maintenance bench benchmark load migration "
@@ -199,6 +202,8 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
         return "info"  # quoted, in code or struck through: said about, not said
     if verb.norm.endswith(("ed", "ing")) or (verb.norm.endswith("s") and not verb.norm.endswith("ss")):
         return "info"  # "kimi restarted?", "restarts of kimi": not the imperative
+    if _labelled(words, verb, is_name):
+        return "ask"  # "bob: restart kimi", "todo: restart kimi": a line about an order, not one
     clause_info: Clause = words.clauses[verb.clause]
     part = _part(words, verb)
     imperative, polite, light = _imperative(part, verb, is_name)
@@ -213,6 +218,18 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
     if _for_later(words, verb, allow_time):
         return "ask"  # an order for later: not now (the bot does not schedule); it asks
     return _doubt(words, verb, polite)
+
+
+def _labelled(words: Words, verb: Token, is_name: set[int]) -> bool:
+    """The order's part follows a label and a colon ("bob: restart kimi", "idea: bounce qwen", "q: …"): someone's
+    line or a note. A name ("kimi: restart it") or an urgency ("urgent: restart kimi") is no such label."""
+    label = [t for t in words.clause_tokens(verb.clause) if t.part == verb.part - 1]
+    if not label or verb.part - 1 not in words.labels or len(label) > 4:
+        return False
+    first = next((t for t in words.clause_tokens(verb.clause) if t.part == verb.part and t.norm not in LEAD), None)
+    if first is None or first.index != verb.index:
+        return False  # the verb does not open what follows the colon
+    return not any(t.index in is_name or t.norm in _URGENT or t.norm in LEAD for t in label)
 
 
 def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
