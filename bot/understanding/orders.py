@@ -63,6 +63,7 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
                      ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
                      ("some", "time"), ("should", "it"), ("this", "month"))
+_COVERS = frozenset({"during", "until", "till", "til", "for", "through", "thru"})
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
 # A label before an order that is still the person's own order ("urgent: restart kimi").
@@ -220,6 +221,29 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
     return _doubt(words, verb, polite)
 
 
+def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
+    """A silence's reason (the words from ``start``, after its length) may still take the order back ("…, not
+    now", "… nvm"), doubt it ("…?", "… maybe") or put it later ("… if it flaps again", "… tonight"); a plain
+    negation in it is the reason itself ("no pages during the upgrade")."""
+    reason = [t for t in words.tokens if t.index >= start]
+    if any(_has_phrase(reason, r) for r in RETRACTIONS):
+        return "negated"
+    # ("during", "until" say what the silence covers: "silence kimi 2h, no pages during the driver upgrade")
+    if any(((t.norm in _CONDITIONS or t.norm in QUALIFIERS) and t.norm not in _COVERS) or _ish(t.norm)
+           for t in reason):
+        return "ask"
+    if (any(_has_phrase(reason, q) for q in QUALIFIER_PHRASES if q[:2] != ("in", "case")) or _clock_time(reason)
+            or _around_an_event(reason)):
+        return "ask"
+    if reason and reason[0].norm == "or":
+        return "ask"  # "silence kimi 2h or not", "… or wait"
+    if any(c.question for c in words.clauses[verb.clause:]) or any(e in DOUBT_EMOJI for e in words.emoji):
+        return "ask"
+    if any(t.norm in HESITATIONS for t in reason) or any(_has_phrase(reason, h) for h in HESITATION_PHRASES):
+        return "ask"
+    return "order"
+
+
 def _labelled(words: Words, verb: Token, is_name: set[int]) -> bool:
     """The order's part follows a label and a colon ("bob: restart kimi", "idea: bounce qwen", "q: …"): someone's
     line or a note. A name ("kimi: restart it") or an urgency ("urgent: restart kimi") is no such label."""
@@ -242,9 +266,7 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
         # A next sentence that opens with a time or is only a few words ("restart kimi. at noon", "… in 5 mins").
         if nxt and (nxt[0].norm in QUALIFIERS or len(nxt) <= _SHORT):
             scope += nxt
-    if any(a.norm in ("post", "pre") and b.norm in _EVENTS for a, b in itertools.pairwise(scope)) or any(
-            t.norm.startswith(("post", "pre")) and t.norm.removeprefix("post").removeprefix("pre") in _EVENTS
-            for t in scope):
+    if _around_an_event(scope):
         return True  # "restart kimi post-lunch", "… pre-demo" (read as one word)
     # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
     told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
@@ -256,6 +278,13 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
     later = [t for t in scope if t.index > verb.index]
     return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) or _ish(t.norm) for t in scope) or _clock_time(later)
             or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
+
+
+def _around_an_event(tokens: Sequence[Token]) -> bool:
+    """ "post-lunch", "pre-demo" (or "predemo", one word): after or before something that happens."""
+    return any(a.norm in ("post", "pre") and b.norm in _EVENTS for a, b in itertools.pairwise(tokens)) or any(
+        t.norm.startswith(("post", "pre")) and t.norm.removeprefix("post").removeprefix("pre") in _EVENTS
+        for t in tokens)
 
 
 def _ish(word: str) -> bool:

@@ -202,6 +202,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     known = slots.known(index)
     w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x)) is not None)
     w = lexicon.translate(w, lambda x: x in known or slots.is_word(x) or index.exact(x) is not None)
+    said = w  # the whole message: a silence's reason is read for doubts, never for names or commands
     w = _without_reason(w)
     setting = settings_words.find(w)
     found = slots.find(w, index, set(setting.tokens) if setting else set())
@@ -239,7 +240,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     if all(t.marked for t in w.tokens) and _family(name) != "restart":
         return _unplaced(reading, w, best, paste=True)  # a paste with no question ("```+---- NVIDIA-SMI")
     if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
-        _order(reading, primary, w, found, message.to_other or message.beside_other, config)
+        _order(reading, primary, w, found, message.to_other or message.beside_other, config, said)
         if not reading.matched:
             return _unplaced(reading, w, best)
     elif (second is not None and primary is not None and _named(primary, name) and _named(primary, second[0])
@@ -412,7 +413,7 @@ def _everything(w: Words, verb: Token | None) -> bool:
 
 
 def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool,
-           config: BotConfig) -> None:
+           config: BotConfig, said: Words | None = None) -> None:
     """Restart, bench, silence, unsilence, unlock: an order only when it is one (``orders.decide``)."""
     name = reading.command.name
     family = reading.command.family
@@ -449,6 +450,9 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to
         decision: orders.Decision = "ask"
     else:
         decision = orders.decide(w, verb, found.tokens, allow_time=order_name == "silence", to_other=to_other)
+        if decision == "order" and said is not None and len(said.tokens) > len(w.tokens):
+            # "silence kimi 2h, not now", "silence qwen 1h if it flaps again": the reason takes it back or doubts.
+            decision = orders.reason_doubts(said, verb, len(w.tokens))
     if decision == "order" and not reading.explicit_target and not reading.unknown and not _everything(w, verb):
         decision = "ask"  # an order aimed at no service: which one?
     if decision == "order":

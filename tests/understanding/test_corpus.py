@@ -91,3 +91,16 @@ def test_what_before_an_order_makes_it_no_order_never_leaves_one() -> None:
              for verb in ("restart kimi", "bounce qwen")]
     wrong = [text for text in texts if _is_order(f"<@{BOT_USER_ID}> {text}", "slack") or _is_order(text, "terminal")]
     assert wrong == []
+
+
+def test_the_other_orders_followed_by_a_time_a_doubt_or_a_take_back_are_never_orders() -> None:
+    # The same suffixes after a benchmark, an unlock, an unsilence and a silence with its length (whose reason
+    # follows it: "in case it hangs" is a reason, and stays an order).
+    texts = [verb + sep + suffix for suffix in _lines("not_order_suffixes.txt") if suffix != "in case it hangs"
+             for verb in ("bench kimi", "unlock qwen", "unsilence kimi", "silence kimi 2h")
+             for sep in (" ", ", ", ". ", " - ")]
+    wrong = [text for text in texts if _is_order(f"<@{BOT_USER_ID}> {text}", "slack")]
+    assert wrong == []
+    for text in ("silence kimi 2h planned driver update", "silence qwen 1h no pages during the upgrade",
+                 "silence kimi 2h in case it hangs", "silence qwen for 2 hours, driver upgrade"):
+        assert _is_order(f"<@{BOT_USER_ID}> {text}", "slack"), text
