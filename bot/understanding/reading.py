@@ -36,6 +36,7 @@ _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "last", "latest", "n
                           "your", "their"})
 # A question about doing an order, not about what it did ("what if we benchmarked kimi", "should we bench qwen").
 _DOING_IT = frozenset({"if", "would", "should", "could", "suppose", "supposing", "hypothetically", "shall"})
+_SUBJECTS = frozenset({"you", "u", "we", "i", "they", "anyone", "anybody", "someone", "somebody", "it", "people"})
 # "can we …", "may i …": a question about doing it.
 _MAY = frozenset({"can", "could", "may", "might", "must"})
 _DOERS = frozenset({"we", "i", "someone", "somebody", "anyone", "anybody"})
@@ -353,6 +354,9 @@ def _order_verb(primary: _Clause | None, w: Words, order_name: str, later: bool 
         c.index for a, b, c in zip(w.tokens, w.tokens[1:], w.tokens[2:], strict=False)
         if a.norm in orders.LIGHT_VERBS | {"off"} and b.norm in _DETERMINERS}
     undo = {t.index for t in here if t.norm in weighing.UNDO_VERBS and order_name in weighing.UNDOES.values()}
+    # "do you think i should bench kimi": "do" before who does it asks; it is no verb of the order.
+    nouns |= {a.index for a, b in itertools.pairwise(w.tokens) if a.norm in ("do", "does", "did")
+              and b.norm in _SUBJECTS}
     verb = next((t for t in here if (t.norm in order.verbs or t.index in typos or t.index in undo)
                  and t.index not in nouns
                  and not (t.norm == "kick" and t.index in off and order_name != "bench")), None) or next(

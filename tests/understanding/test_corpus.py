@@ -86,9 +86,10 @@ def test_an_order_followed_by_a_time_a_doubt_or_a_take_back_is_never_one() -> No
 
 def test_what_before_an_order_makes_it_no_order_never_leaves_one() -> None:
     # not_order_prefixes.txt: doubts, questions, times, conditions, negations, plans, notes and someone's line
-    # ("bob: restart kimi") before the order's verb.
+    # ("bob: restart kimi") before every order's verb.
     texts = [f"{prefix} {verb}" for prefix in _lines("not_order_prefixes.txt")
-             for verb in ("restart kimi", "bounce qwen")]
+             for verb in ("restart kimi", "bounce qwen", "bench kimi", "unlock qwen", "unsilence kimi",
+                          "silence kimi 2h")]
     wrong = [text for text in texts if _is_order(f"<@{BOT_USER_ID}> {text}", "slack") or _is_order(text, "terminal")]
     assert wrong == []
 
