@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.router import route
-from bot.understanding.markup import read
+from bot.understanding.markup import Surface, read
 from bot.understanding.names import service_aliases
 from config.loader import load_config
 from config.models import BotConfig
@@ -94,7 +94,7 @@ def _args(reading_args: dict[str, object]) -> dict[str, object]:
 
 def judge(row: dict[str, object], cfg: BotConfig) -> Outcome:
     """Route one corpus message and compare it with its label."""
-    surface = "slack" if row["surface"] == "slack" else "terminal"
+    surface: Surface = "slack" if row["surface"] == "slack" else "terminal"
     aliases = service_aliases(cfg, SERVED)
     r = route(read(str(row["text"]), surface, BOT_USER_ID if surface == "slack" else None), cfg, aliases)
     args = _args(r.args.model_dump())

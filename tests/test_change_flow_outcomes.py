@@ -18,9 +18,9 @@ from config.models import BotConfig
 from handlers.common import fmt_duration
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT
 from tests.conftest import MakeCluster
-from tests.unit.handlers.test_acceptance import bench_cluster, previous_result
 from tests.test_change_flow import argv_of, ask_change, change_cluster, dropin, events, flag, until_step
 from tests.test_restart import BOB, NOTIFY, OPS, THREAD, bot, notices, set_profile, until
+from tests.unit.handlers.test_acceptance import bench_cluster, previous_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

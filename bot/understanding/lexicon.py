@@ -8,6 +8,8 @@ Japanese runs of characters are searched for the lexicon's strings, longest firs
 from __future__ import annotations
 
 import functools
+import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -106,13 +108,25 @@ def _latin(word: str) -> str | None:
             word = word[len(prefix):]
             break
     tables = _stemmed()
-    for lang in _STEMMED:
-        hit = tables[lang].get(word)
-        if hit is None:
-            hit = tables[lang].get(_stemmer(lang)(word))
-        if hit is not None:
-            return hit
+    bare = "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+    for candidate in (word, bare):  # a tense whose accent the stemmer keeps ("reinició"): the word unaccented
+        for lang in _STEMMED:
+            hit = tables[lang].get(candidate)
+            if hit is None:
+                hit = tables[lang].get(_stemmer(lang)(candidate))
+            if hit is not None:
+                return _past(hit) if _PAST_LATIN.search(word) else hit
     return None
+
+
+# A past tense or participle ("reinició", "reinicié", "ha reiniciado", "a redémarré", "neugestartet"): what
+# someone did, never the imperative the stem shares.
+_PAST_LATIN = re.compile(r"(?:[óé]|ée|és|ées|ad[oa]s?|id[oa]s?|^ge\w+et)$")
+_PAST = {"restart": "restarted", "bounce": "bounced", "reboot": "rebooted", "kick": "kicked", "start": "started"}
+
+
+def _past(english: str) -> str:
+    return _PAST.get(english, english)
 
 
 def _cjk(run: str) -> list[str]:

@@ -84,18 +84,22 @@ def _inline(text: str, quoted: bool, out: list[Segment]) -> None:
     """Split one piece of text into code, struck and plain segments."""
     pos = 0
     marks = sorted([(m.start(), m.end(), m.group(1), "code") for m in _CODE.finditer(text)]
-                   + [(m.start(), m.end(), m.group(1), "strike") for m in _STRIKE.finditer(text)])
+                   + [(m.start(), m.end(), m.group(1), "strike") for m in _STRIKE.finditer(text)]
+                   + [(m.start(), m.end(), m.group(1) or m.group(2), "quote") for m in _QUOTATION.finditer(text)])
     for start, end, inner, kind in marks:
         if start < pos:
             continue  # inside an earlier mark
         if start > pos:
             out.append(Segment(text[pos:start], quoted=quoted))
-        out.append(Segment(inner, quoted=quoted, code=kind == "code", struck=kind == "strike"))
+        out.append(Segment(inner, quoted=quoted or kind == "quote", code=kind == "code", struck=kind == "strike"))
         pos = end
     if pos < len(text):
         out.append(Segment(text[pos:], quoted=quoted))
 
 
+# Words in quotation marks are said about, not said ('"restart kimi" is what the alert said'): "…", “…”, and
+# '…' that opens and closes outside a word (never the apostrophe of "it's").
+_QUOTATION = re.compile(r"[\"\u201c]([^\"\u201c\u201d\n]+)[\"\u201d]|(?<![\w'])'([^'\n]+?)'(?![\w'])")
 _LEADING_USERS = re.compile(r"^(?:\s*<@[UW][A-Z0-9]+(?:\|[^>]*)?>)+")
 _USER = re.compile(r"<@([UW][A-Z0-9]+)")
 

@@ -17,18 +17,35 @@ Decision = Literal["order", "info", "ask", "negated"]
 
 NEGATIONS = frozenset(
     "don't dont do-not never nobody noone not no shouldn't shouldnt mustn't mustnt won't wont can't cant cannot "
-    "avoid stop hold nvm nevermind".split()
+    "avoid stop hold nvm nevermind nah nope naw refrain".split()
 )
+# Another place than the cluster the bot runs: an order for it is not one for ours.
+_ELSEWHERE = frozenset({"staging", "stage", "canary", "sandbox", "preprod", "pre-prod", "dev", "qa"})
+_PLACES = frozenset({"cluster", "clusters", "box", "node", "region", "env", "environment", "site", "dc", "one"})
+# A sentence of only these after an order makes it wait ("restart kimi. wait", "… hold on").
+_WAIT = frozenset({"wait", "hold", "on", "hang", "sec", "second", "hmm", "hmmm", "um", "uh", "actually", "one", "a",
+                   "moment", "mo", "tho", "though", "ok", "oh"})
+# Beside a negation in a sentence of its own after an order, they take it back ("actually, don't").
+_TAKE_BACK = frozenset({"actually", "wait", "hmm", "um", "oh", "please", "pls", "on", "second", "thought",
+                        "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk"})
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
                ("not", "needed"), ("no", "restart", "needed"),
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
-               ("disregard",), ("jk",), ("just", "kidding"), ("kidding",), ("joking",), ("/s",))
+               ("disregard",), ("jk",), ("nope",), ("nah",), ("not", "now"), ("not", "yet"), ("not", "today"),
+               ("not", "tonight"), ("not", "really"), ("not", "right", "now"), ("just", "kidding"), ("kidding",),
+               ("joking",), ("/s",))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
-    "thoughts reckon guess suppose hmm hmmm um umm worth agree".split()
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl".split()
 )
+# Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
+DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
+                         "confused", "face_with_raised_eyebrow", "raised_eyebrow", "grimacing", "question",
+                         "grey_question", "interrobang", "thinking face", "person shrugging",
+                         "face with raised eyebrow", "grimacing face", "black question mark ornament",
+                         "confused face", "white question mark ornament"})
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
                       ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
@@ -37,14 +54,27 @@ QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
     "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
-    "whenever someday sometime".split()
+    "whenever someday sometime pending awaiting during".split()
 )
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
                      ("this", "evening"), ("later", "today"), ("when", "possible"), ("in", "the", "morning"),
-                     ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"))
+                     ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"),
+                     ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
+                     ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
+                     ("some", "time"), ("should", "it"), ("this", "month"))
+_COVERS = frozenset({"during", "until", "till", "til", "for", "through", "thru"})
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
+# A label before an order that is still the person's own order ("urgent: restart kimi").
+_URGENT = frozenset({"urgent", "asap", "important", "action", "request", "req", "prio", "p0", "p1", "sev1", "sev2",
+                     "emergency", "critical", "help", "ops", "oncall", "incident"})
+_SHORT = 6  # words: a sentence this short after an order only qualifies it
+# What "post-…"/"pre-…" put an order after or before ("post-lunch", "pre-demo").
+_EVENTS = frozenset("lunch standup demo deploy deployment meeting maintenance bench benchmark load migration "
+                    "upgrade launch release review call sync weekend holiday incident".split())
+_NUMBER_WORDS = frozenset("one two three four five six seven eight nine ten fifteen twenty thirty forty fifty sixty "
+                          "several".split())
 _CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
 # "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
 _AT = frozenset({"at", "by", "around", "about"})
@@ -63,9 +93,14 @@ POLITE = frozenset({"can", "could", "would", "will"})
 _TELL = frozenset({"tell", "ping", "notify", "let", "report", "dm", "update", "message", "post"})
 LIGHT_VERBS = frozenset({"do", "trigger", "issue", "perform", "initiate", "execute", "fire", "kick"})
 # A word right after the verb that makes it a noun ("restart of kimi scheduled …", "restart is pending").
-_NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
-                         "planned", "pending", "done", "finished"})
+NOUN_AFTER = frozenset({"of", "is", "was", "will", "would", "has", "had", "went", "took", "happened", "scheduled",
+                        "planned", "pending", "done", "finished", "completed", "ran", "failed", "succeeded",
+                        "worked", "started"})
 YOU = frozenset({"you", "u", "ya"})
+# What may stand beside a negation in a part of its own that governs the next one ("do not, under any
+# circumstances, restart kimi", "never — ever — bounce qwen", "please, please don't, …").
+_DANGLING = frozenset({"do", "please", "pls", "plz", "ever", "really", "seriously", "just", "absolutely",
+                       "definitely", "again", "repeat", "i", "and", "but", "so", "whatever", "you"})
 
 
 def _has_phrase(tokens: Sequence[Token], phrase: tuple[str, ...]) -> bool:
@@ -94,8 +129,26 @@ def negated(words: Words, verb: Token) -> bool:
         return True
     if any(_has_phrase(part, p) for p in (("hold", "off"), ("no", "need"), ("no", "reason"))):
         return True
+    if _dangling_negation(words, verb):
+        return True
     after = [t for t in words.tokens if t.index > verb.index]
-    return any(_has_phrase(after, r) for r in RETRACTIONS)
+    if any(_has_phrase(after, r) for r in RETRACTIONS):
+        return True
+    # A later sentence that is only a negation ("restart kimi. actually, don't", "… no.").
+    return any(all(_negation(t) or t.norm in _TAKE_BACK for t in toks) and any(_negation(t) for t in toks)
+               and not all(t.norm in _WAIT for t in toks)  # "hold on" waits
+               for c in words.clauses[verb.clause + 1:] if (toks := words.clause_tokens(c.index)))
+
+
+def _dangling_negation(words: Words, verb: Token) -> bool:
+    """A part before the verb's, in its sentence, that is only a negation ("do not", "never", "don't") governs
+    what follows it: "do not, under any circumstances, restart kimi"."""
+    parts: dict[int, list[Token]] = {}
+    for t in words.clause_tokens(verb.clause):
+        if t.part < verb.part:
+            parts.setdefault(t.part, []).append(t)
+    return any(any(_negation(t) and t.norm != "no" for t in toks)
+               and all(_negation(t) or t.norm in _DANGLING for t in toks) for toks in parts.values())
 
 
 def _clock_time(tokens: Sequence[Token]) -> bool:
@@ -103,7 +156,8 @@ def _clock_time(tokens: Sequence[Token]) -> bool:
     for a, b, c in itertools.zip_longest(tokens, tokens[1:], tokens[2:]):
         if b is None:
             break
-        if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit")):
+        if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit", "couple")
+                               or b.norm in _NUMBER_WORDS):
             return True
         if a.norm in _AT and (b.norm[:1].isdigit() or (b.norm == "the" and c is not None and c.norm in _TIME_NOUNS)):
             return True
@@ -149,11 +203,13 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
         return "info"  # quoted, in code or struck through: said about, not said
     if verb.norm.endswith(("ed", "ing")) or (verb.norm.endswith("s") and not verb.norm.endswith("ss")):
         return "info"  # "kimi restarted?", "restarts of kimi": not the imperative
+    if _labelled(words, verb, is_name):
+        return "ask"  # "bob: restart kimi", "todo: restart kimi": a line about an order, not one
     clause_info: Clause = words.clauses[verb.clause]
     part = _part(words, verb)
     imperative, polite, light = _imperative(part, verb, is_name)
-    after = next((t for t in part if t.index > verb.index), None)
-    if imperative and not light and after is not None and after.norm in _NOUN_AFTER:
+    after = next((t for t in part if t.index > verb.index and t.index not in is_name), None)
+    if imperative and not light and after is not None and after.norm in NOUN_AFTER:
         return "ask"  # "restart of kimi scheduled for 5pm": the restart as a noun
     if not imperative:
         opener = next((t for t in part if t.norm not in LEAD and t.index not in is_name), None)
@@ -165,6 +221,41 @@ def decide(words: Words, verb: Token, is_name: set[int], allow_time: bool = Fals
     return _doubt(words, verb, polite)
 
 
+def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
+    """A silence's reason (the words from ``start``, after its length) may still take the order back ("…, not
+    now", "… nvm"), doubt it ("…?", "… maybe") or put it later ("… if it flaps again", "… tonight"); a plain
+    negation in it is the reason itself ("no pages during the upgrade")."""
+    reason = [t for t in words.tokens if t.index >= start]
+    if any(_has_phrase(reason, r) for r in RETRACTIONS):
+        return "negated"
+    # ("during", "until" say what the silence covers: "silence kimi 2h, no pages during the driver upgrade")
+    if any(((t.norm in _CONDITIONS or t.norm in QUALIFIERS) and t.norm not in _COVERS) or _ish(t.norm)
+           for t in reason):
+        return "ask"
+    if (any(_has_phrase(reason, q) for q in QUALIFIER_PHRASES if q[:2] != ("in", "case")) or _clock_time(reason)
+            or _around_an_event(reason)):
+        return "ask"
+    if reason and reason[0].norm == "or":
+        return "ask"  # "silence kimi 2h or not", "… or wait"
+    if any(c.question for c in words.clauses[verb.clause:]) or any(e in DOUBT_EMOJI for e in words.emoji):
+        return "ask"
+    if any(t.norm in HESITATIONS for t in reason) or any(_has_phrase(reason, h) for h in HESITATION_PHRASES):
+        return "ask"
+    return "order"
+
+
+def _labelled(words: Words, verb: Token, is_name: set[int]) -> bool:
+    """The order's part follows a label and a colon ("bob: restart kimi", "idea: bounce qwen", "q: …"): someone's
+    line or a note. A name ("kimi: restart it") or an urgency ("urgent: restart kimi") is no such label."""
+    label = [t for t in words.clause_tokens(verb.clause) if t.part == verb.part - 1]
+    if not label or verb.part - 1 not in words.labels or len(label) > 4:
+        return False
+    first = next((t for t in words.clause_tokens(verb.clause) if t.part == verb.part and t.norm not in LEAD), None)
+    if first is None or first.index != verb.index:
+        return False  # the verb does not open what follows the colon
+    return not any(t.index in is_name or t.norm in _URGENT or t.norm in LEAD for t in label)
+
+
 def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
     """A condition or a time in the verb's sentence, or in a next one that starts with one ("restart kimi.
     after the load"). ``allow_time``: a length is the order's own ("silence kimi for tonight"), a time to start
@@ -172,8 +263,11 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
     scope = list(words.clause_tokens(verb.clause))
     if verb.clause + 1 < len(words.clauses):
         nxt = words.clause_tokens(verb.clause + 1)
-        if nxt and nxt[0].norm in QUALIFIERS:
+        # A next sentence that opens with a time or is only a few words ("restart kimi. at noon", "… in 5 mins").
+        if nxt and (nxt[0].norm in QUALIFIERS or len(nxt) <= _SHORT):
             scope += nxt
+    if _around_an_event(scope):
+        return True  # "restart kimi post-lunch", "… pre-demo" (read as one word)
     # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
     told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
     scope = [t for t in scope if told is None or t.index < told]
@@ -182,20 +276,41 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
         return any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
                    for t in scope)
     later = [t for t in scope if t.index > verb.index]
-    return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) for t in scope) or _clock_time(later)
+    return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) or _ish(t.norm) for t in scope) or _clock_time(later)
             or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
+
+
+def _around_an_event(tokens: Sequence[Token]) -> bool:
+    """ "post-lunch", "pre-demo" (or "predemo", one word): after or before something that happens."""
+    return any(a.norm in ("post", "pre") and b.norm in _EVENTS for a, b in itertools.pairwise(tokens)) or any(
+        t.norm.startswith(("post", "pre")) and t.norm.removeprefix("post").removeprefix("pre") in _EVENTS
+        for t in tokens)
+
+
+def _ish(word: str) -> bool:
+    """ "soonish", "laterish", "5ish", "noon-ish": a time, roughly."""
+    base = word.removesuffix("ish").rstrip("-")
+    return word.endswith("ish") and bool(base) and (base in QUALIFIERS or base.isdigit() or bool(_CLOCK.match(base)))
 
 
 def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
     """Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), an alternative after it ("restart
     kimi or is that overkill", "… or qwen"), or a question after it ("restart kimi. is that ok?")."""
     rest = [t for t in words.tokens if t.clause >= verb.clause]
+    if any(e in DOUBT_EMOJI for e in words.emoji):
+        return "ask"  # "restart kimi :thinking_face:"
     if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
         return "ask"
     if any(t.norm == "or" for t in rest if t.index > verb.index):
         return "ask"
+    part = [t for t in rest if t.clause == verb.clause]
+    if any(t.norm in _ELSEWHERE for t in part) or any(
+            a.norm in ("other", "another", "different") and b.norm in _PLACES for a, b in itertools.pairwise(part)):
+        return "ask"  # "restart kimi in staging", "… on the other cluster": not the service this bot runs
     if words.clauses[verb.clause].question and not polite:
         return "ask"  # "restart kimi?"
     if any(c.question for c in words.clauses[verb.clause + 1:]):
         return "ask"  # "restart kimi. or is that overkill?"
+    if any(all(t.norm in _WAIT for t in words.clause_tokens(c.index)) for c in words.clauses[verb.clause + 1:]):
+        return "ask"  # "restart kimi. wait", "… hold on"
     return "order"

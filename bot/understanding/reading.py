@@ -36,6 +36,10 @@ _DETERMINERS = frozenset({"the", "a", "an", "this", "that", "last", "latest", "n
                           "your", "their"})
 # A question about doing an order, not about what it did ("what if we benchmarked kimi", "should we bench qwen").
 _DOING_IT = frozenset({"if", "would", "should", "could", "suppose", "supposing", "hypothetically", "shall"})
+_SUBJECTS = frozenset({"you", "u", "we", "i", "they", "anyone", "anybody", "someone", "somebody", "it", "people"})
+# "can we …", "may i …": a question about doing it.
+_MAY = frozenset({"can", "could", "may", "might", "must"})
+_DOERS = frozenset({"we", "i", "someone", "somebody", "anyone", "anybody"})
 # An order's object that is every service.
 _ALL = frozenset({"everything", "all", "both", "every", "everyone"})
 # Words of a question about who did something (with a past-tense verb): the bot's own record.
@@ -95,13 +99,19 @@ def _rank(words_: Words, found: Found, setting: Setting | None, known: frozenset
         weighing.adjust(s, toks, setting, distinct, found.tokens, c.question)
         live = [t for t in toks if not t.marked]
         lead = next((t for t in live if t.norm not in orders.LEAD), None)
-        asking = c.question or (lead is not None and (lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs
-                                                      or lead.norm in _ASKING_VERBS)) or any(
+        after = next((t for t in live if lead is not None and t.index > lead.index and t.index not in found.tokens),
+                     None)
+        # "benchmark finished on kimi": an order's word as the subject of a report asks nothing.
+        reported = lead is not None and lead.norm in verbs and after is not None and after.norm in orders.NOUN_AFTER
+        asking = c.question or (lead is not None and not reported and (
+            lead.norm in orders.QUESTION_OPENERS or lead.norm in verbs or lead.norm in _ASKING_VERBS)) or any(
             t.norm in ("pls", "please", "plz") for t in live) or bool(
-            live and live[0].norm in ("also", "btw", "plus", "and", "separately"))  # "… also gpus"
+            live and live[0].norm in ("also", "btw", "plus", "and", "separately")) or any(  # "… also gpus"
+            a.part != b.part and b.norm in orders.QUESTION_OPENERS and b.norm not in orders.LEAD
+            for a, b in itertools.pairwise(live))  # "kimi was flapping, can someone tell me if it's stable"
         # The first of two questions joined in a sentence ("kimi status and what's the throughput") asks too.
         joined = c.index + 1 < len(words_.clauses) and bool(words_.clause_tokens(c.index + 1)) and (
-            words_.clause_tokens(c.index + 1)[0].norm in ("and", "but", "then", "&"))
+            words_.clause_tokens(c.index + 1)[0].norm in ("and", "but", "then", "&", "also", "plus", "btw"))
         out.append(_Clause(c.index, s, s.best(), asking or joined))
     return out
 
@@ -175,10 +185,15 @@ def _chosen_targets(found: Found, w: Words, clause: int | None, clauses: Sequenc
                                              for t in w.clause_tokens(c.index)):
                     here += found.in_clause(c.index, w.tokens)
         if here:
-            # "infra bumped the driver on gpu-b. did qwen restart?": the node of a service asked about.
+            # "infra bumped the driver on gpu-b. did qwen restart?": the node of a service asked about — not
+            # one that another question asks about ("qwen logs, also how's gpu-b's vram").
             hosts = {s.node for t in here for s in t.services}
-            return here + [t for t in found.targets if t not in here and not t.services
-                           and any(n.name in hosts for n in t.nodes)]
+            clause_of = {t.index: t.clause for t in w.tokens}
+            others = {c.index for c in clauses if c.index != clause and c.asking and c.best
+                      and c.best[0][1] >= CONFIDENT}
+            return here + [t for t, i in zip(found.targets, found.where, strict=True)
+                           if t not in here and not t.services and any(n.name in hosts for n in t.nodes)
+                           and clause_of.get(i) not in others]
     return list(found.targets)
 
 
@@ -188,6 +203,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     known = slots.known(index)
     w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x)) is not None)
     w = lexicon.translate(w, lambda x: x in known or slots.is_word(x) or index.exact(x) is not None)
+    said = w  # the whole message: a silence's reason is read for doubts, never for names or commands
     w = _without_reason(w)
     setting = settings_words.find(w)
     found = slots.find(w, index, set(setting.tokens) if setting else set())
@@ -221,6 +237,12 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
 
     if not best or best[0][1] < 1.0:
         return _unplaced(reading, w, best)
+    if (primary is not None and not primary.asking and not explicit and not reading.unknown and setting is None
+            and sum(not t.marked for t in w.tokens) >= 5
+            and not any(wt >= 3.0 for c in clauses for h in c.scores.hits for _, wt in h.credits)):
+        # A sentence that asks nothing, names nothing and has no strong word ("CUDA error: an illegal memory
+        # access was encountered"): a paste or a remark, not a question (a few words are a query: "any alarms").
+        return _unplaced(reading, w, best)
     name, top = best[0]
     second = next(((n, s) for n, s in best[1:] if _family(n) != _family(name)), None)
     reading.command, reading.intent, reading.score = command(name), name, round(top, 2)
@@ -228,7 +250,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     if all(t.marked for t in w.tokens) and _family(name) != "restart":
         return _unplaced(reading, w, best, paste=True)  # a paste with no question ("```+---- NVIDIA-SMI")
     if reading.command.family in ("restart", "bench", "silence", "unlock") or name in _INFO_OF:
-        _order(reading, primary, w, found, message.to_other or message.beside_other)
+        _order(reading, primary, w, found, message.to_other or message.beside_other, config, said)
         if not reading.matched:
             return _unplaced(reading, w, best)
     elif (second is not None and primary is not None and _named(primary, name) and _named(primary, second[0])
@@ -340,11 +362,62 @@ def _order_verb(primary: _Clause | None, w: Words, order_name: str, later: bool 
     nouns = {b.index for a, b in itertools.pairwise(w.tokens) if a.norm in _DETERMINERS and a.part == b.part} - {
         c.index for a, b, c in zip(w.tokens, w.tokens[1:], w.tokens[2:], strict=False)
         if a.norm in orders.LIGHT_VERBS | {"off"} and b.norm in _DETERMINERS}
-    verb = next((t for t in here if (t.norm in order.verbs or t.index in typos) and t.index not in nouns
+    undo = {t.index for t in here if t.norm in weighing.UNDO_VERBS and order_name in weighing.UNDOES.values()}
+    # "do you think i should bench kimi": "do" before who does it asks; it is no verb of the order.
+    nouns |= {a.index for a, b in itertools.pairwise(w.tokens) if a.norm in ("do", "does", "did")
+              and b.norm in _SUBJECTS}
+    verb = next((t for t in here if (t.norm in order.verbs or t.index in typos or t.index in undo)
+                 and t.index not in nouns
                  and not (t.norm == "kick" and t.index in off and order_name != "bench")), None) or next(
         (t for t in here if t.stem in stems and t.index not in nouns
          and t.norm not in ("run", "do", "start", "turn", "end")), None)
     return verb
+
+
+# Wanting an order said as a noun ("need a restart on qwen please").
+_WANTING = frozenset({"please", "pls", "plz", "need", "needs", "want", "wants", "needed"})
+# A part that orders what was said before it ("…, please do it", "go ahead", "make it so").
+_GO_AHEAD = frozenset({("do", "it"), ("do", "that"), ("do", "this"), ("go", "ahead"), ("go", "for", "it"),
+                       ("make", "it", "so"), ("go", "ahead", "and", "do", "it"), ("don't", "do", "it"),
+                       ("dont", "do", "it"), ("do", "not", "do", "it"), ("don't", "do", "that")})
+_GO_FILLER = frozenset({"please", "pls", "plz", "just", "then", "ok", "okay", "so", "now", "and", "yes", "yeah"})
+
+
+def _go_ahead(w: Words) -> Token | None:
+    """The first word of a part that only says "do it" (its verb stands for the order said before it)."""
+    parts: dict[int, list[Token]] = {}
+    for t in w.tokens:
+        if not t.marked:
+            parts.setdefault(t.part, []).append(t)
+    for toks in list(parts.values())[1:]:
+        core = tuple(t.norm for t in toks if t.norm not in _GO_FILLER)
+        if core in _GO_AHEAD:
+            return next(t for t in toks if t.norm in ("do", "go", "make"))
+    return None
+
+
+_CONDITION_OPENERS = frozenset({"when", "whenever", "once", "after", "until", "till", "before", "if", "unless",
+                                "while"})
+
+
+def _not_in_the_condition(reading: Reading, w: Words, found: Found, verb: Token, config: BotConfig) -> None:
+    """The names in a condition after the order are not its targets: "restart qwen when kimi is done loading"
+    is about qwen."""
+    start = next((t.index for t in w.clause_tokens(verb.clause) if t.index > verb.index
+                  and t.norm in _CONDITION_OPENERS), None)
+    if start is None:
+        return
+    end = w.clauses[verb.clause].end
+    kept = [t for t, i in zip(found.targets, found.where, strict=True)
+            if not start < i < end and (t.services or t.nodes)]
+    names = {s.name for t in kept for s in t.services} | {n.name for t in kept for n in t.nodes}
+    if not kept or not names & (set(reading.named_services) | set(reading.named_nodes)):
+        return
+    chosen = [t for t in kept if {s.name for s in t.services} | {n.name for n in t.nodes} <= (
+        set(reading.named_services) | set(reading.named_nodes))]
+    reading.services, reading.nodes, reading.explicit_target = _targets(config, chosen)
+    reading.named_services = list(dict.fromkeys(s.name for t in chosen for s in t.services))
+    reading.named_nodes = list(dict.fromkeys(n.name for t in chosen for n in t.nodes))
 
 
 def _everything(w: Words, verb: Token | None) -> bool:
@@ -352,17 +425,34 @@ def _everything(w: Words, verb: Token | None) -> bool:
     return verb is not None and any(t.norm in _ALL for t in w.tokens if t.part == verb.part and t.index > verb.index)
 
 
-def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool) -> None:
+def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to_other: bool,
+           config: BotConfig, said: Words | None = None) -> None:
     """Restart, bench, silence, unsilence, unlock: an order only when it is one (``orders.decide``)."""
     name = reading.command.name
     family = reading.command.family
     order_name = name if reading.command.confirm else next(
         (c.name for c in COMMANDS if c.confirm and c.family == family), name)
     verb = _order_verb(primary, w, order_name)
+    if verb is not None:
+        _not_in_the_condition(reading, w, found, verb, config)
     if verb is None:
         later = _order_verb(primary, w, order_name, later=True)
         if later is not None and orders.negated(w, later):
             _not_an_order(reading, "negated", order_name, later, w)  # "qwen recovered on its own. no restart needed"
+            return
+        go = _go_ahead(w)
+        if go is not None and reading.explicit_target and family in _ORDER_FAMILIES:
+            # "kimi needs a restart, please do it": an order by reference — asked back, never confirmed.
+            _not_an_order(reading, "negated" if orders.negated(w, go) else "ask", order_name, go, w)
+            return
+        here = w.clause_tokens(primary.index) if primary else ()
+        want = next((t for t in here if t.norm in _WANTING and not t.marked), None)
+        one = any(a.norm in ("a", "an") and b.norm in command(order_name).verbs for a, b in itertools.pairwise(here))
+        if (want is not None and one and reading.explicit_target and family in _ORDER_FAMILIES
+                and reading.command.name == _INFO_OF.get(order_name) and not any(
+                    t.norm in orders.QUESTION_OPENERS for t in w.clause_tokens(want.clause)[:1])):
+            # "need a restart on qwen please", "kimi needs a restart": one order wanted, as a noun — asked back.
+            _not_an_order(reading, "negated" if orders.negated(w, want) else "ask", order_name, want, w)
             return
         if not reading.command.confirm:
             return  # "restart history", "restarted": the answer about it
@@ -373,6 +463,9 @@ def _order(reading: Reading, primary: _Clause | None, w: Words, found: Found, to
         decision: orders.Decision = "ask"
     else:
         decision = orders.decide(w, verb, found.tokens, allow_time=order_name == "silence", to_other=to_other)
+        if decision == "order" and said is not None and len(said.tokens) > len(w.tokens):
+            # "silence kimi 2h, not now", "silence qwen 1h if it flaps again": the reason takes it back or doubts.
+            decision = orders.reason_doubts(said, verb, len(w.tokens))
     if decision == "order" and not reading.explicit_target and not reading.unknown and not _everything(w, verb):
         decision = "ask"  # an order aimed at no service: which one?
     if decision == "order":
@@ -395,7 +488,8 @@ def _not_an_order(reading: Reading, decision: orders.Decision, order_name: str, 
     # a bench on qwen"), and answered with what is known about it; what it did is its information ("what did the
     # last bench say"); a restart's information is its own command ("restarts").
     about_doing = decision == "negated" or (decision == "ask" and verb is not None) or any(
-        t.norm in _DOING_IT for t in here)
+        t.norm in _DOING_IT for t in here) or any(
+        a.norm in _MAY and b.norm in _DOERS for a, b in itertools.pairwise(here))  # "can we unlock qwen?"
     reading.command = info
     reading.intent = order_name if order_name != "restart" and about_doing and info.name != "audit" else info.name
     who = " ".join(dict.fromkeys(s.name for s in reading.services)) if reading.explicit_target else ""

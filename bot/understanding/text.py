@@ -77,6 +77,7 @@ class Words:
     emoji: tuple[str, ...]
     text: str  # the whole plain text, lower-case (for the few checks that look at punctuation)
     assignments: tuple[tuple[int, str], ...]  # "NAME=VALUE": (index of NAME's token, VALUE as written)
+    labels: frozenset[int] = frozenset()  # parts that end with a colon ("bob: restart kimi", "todo: …")
 
     def clause_tokens(self, clause: int) -> tuple[Token, ...]:
         """The tokens of one clause."""
@@ -114,6 +115,7 @@ def words(message: Message) -> Words:
     tokens: list[Token] = []
     clauses: list[Clause] = []
     assignments: list[tuple[int, str]] = []
+    labels: set[int] = set()
     clause_start = 0
     question = False
     pending_eq = False
@@ -133,12 +135,17 @@ def words(message: Message) -> Words:
         for m in _TOKEN.finditer(text):
             if m.group("punct") or m.group("enum"):
                 p = m.group("punct") or "\n"
+                if p == ":" and tokens and tokens[-1].part == part:
+                    labels.add(part)
                 part += 1
                 if p == "=":
                     pending_eq = bool(tokens)
                     continue
                 if p in _QUESTION:
                     question = True
+                    if len(tokens) == clause_start and clauses and clauses[-1].end == clause_start:
+                        # "restart kimi...?": the question mark after the dots asks the sentence before it.
+                        clauses[-1] = replace(clauses[-1], question=True)
                 if p in _ENDS and not seg.code:
                     close(question)
                     question = False
@@ -167,7 +174,7 @@ def words(message: Message) -> Words:
     # A question mark ends its clause; a message of one clause written as a question is one.
     joined = _joined_questions(tokens, clauses)
     return Words(tokens=tuple(tokens), clauses=joined, emoji=message.emoji, text=normalise(" ".join(plain)),
-                 assignments=tuple(assignments))
+                 assignments=tuple(assignments), labels=frozenset(labels))
 
 
 def _joined_questions(tokens: list[Token], clauses: list[Clause]) -> tuple[Clause, ...]:

@@ -48,3 +48,9 @@ def test_compounds_and_joined_questions() -> None:
     assert len(w.clauses) == 2 and [t.norm for t in w.clause_tokens(1)][:2] == ["and", "what"]
     w = words(read("1) is kimi loaded 2) what's NCCL_ALGO"))
     assert len(w.clauses) == 2
+
+
+def test_words_in_quotation_marks_are_quoted_and_apostrophes_are_not() -> None:
+    m = read('the alert said "restart kimi" and it\'s qwen\'s turn to \'bounce\'', "slack")
+    assert [(s.text, s.quoted) for s in m.segments] == [
+        ("the alert said ", False), ("restart kimi", True), (" and it's qwen's turn to ", False), ("bounce", True)]

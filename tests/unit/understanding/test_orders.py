@@ -31,6 +31,19 @@ def decide(text: str, surface: str = "slack") -> str:
     ("nobody restart qwen pls", "negated"), ("restart kimi… actually no, wait", "negated"),
     ("~bounce qwen~ nvm it recovered", "negated"), ("i wouldn't restart kimi right now", "negated"),
     ("hold off on restarting kimi", "negated"),
+    # A negation in a part of its own governs the part after it.
+    ("do not, under any circumstances, restart kimi", "negated"), ("never, ever bounce qwen", "negated"),
+    ("please, please don't, i beg you, restart qwen", "negated"),
+    # A later sentence that is only a negation takes it back; one that only waits, or a time in words, asks.
+    ("restart kimi. actually, don't", "negated"), ("bounce qwen. no.", "negated"),
+    ("restart kimi. wait", "ask"), ("restart qwen. hold on", "ask"), ("restart kimi in five minutes", "ask"),
+    ("restart kimi in a couple of minutes", "ask"), ("restart qwen, wdyt", "ask"),
+    ("restart kimi, pending approval", "ask"), ("restart kimi was a bad idea", "ask"),
+    # Another place than this cluster: not an order for ours.
+    ("restart kimi in staging", "ask"), ("bounce qwen on the other cluster", "ask"),
+    # Quotation marks: said about, not said.
+    ('he said "restart kimi"', "info"), ("'restart qwen' is what the alert said", "info"),
+    ("“restart kimi”?", "info"),
     ("~restart kimi~", "info"), ("```restart kimi```", "info"), ("&gt; restart kimi\nis that all?", "info"),
     ("is it literally just `restart kimi`?", "info"), ("should we restart kimi", "info"),
     ("why did kimi restart", "info"), ("can I restart qwen", "info"), ("kimi restarted?", "info"),

@@ -207,3 +207,204 @@ def test_a_question_about_doing_an_order_is_understood_as_it_and_starts_nothing(
     for text in ("should we bench kimi again", "what if we silenced qwen for the migration"):
         intent, _, order, _ = _read(text)
         assert intent in ("bench", "silence") and not order, text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("restart qwen once the shards are all loaded", ["qwen"]), ("bounce kimi when its gpus are idle", ["kimi"]),
+    ("should we restart qwen or just wait out the loading", ["qwen"]),
+    ("do we bounce kimi or check its logs first", ["kimi"]),
+])
+def test_a_condition_or_an_alternative_after_an_order_is_context(text: str, services: list[str]) -> None:
+    # What the condition or the alternative talks about (loading, gpus, logs) is not the question.
+    intent, got, order, _ = _read(text)
+    assert (intent, got, order) == ("restarts", services, False), text
+
+
+@pytest.mark.parametrize(("text", "intent", "services", "order"), [
+    ("remove the silence on kimi", "unsilence", ["kimi"], True), ("cancel qwen's mute", "unsilence", ["qwen"], True),
+    ("<@U0BOT> drop the snooze on kimi", "unsilence", ["kimi"], True),
+    ("stop the alerts for qwen 1h", "silence", ["qwen"], True),
+    ("don't lift the silence on kimi yet", "unsilence", ["kimi"], False),
+])
+def test_a_verb_that_undoes_with_the_silence_as_its_object_is_the_unsilence(text: str, intent: str,
+                                                                          services: list[str], order: bool) -> None:
+    _case(text, intent, services, order)
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("can we unlock kimi?", "unlock"), ("could we bench qwen this afternoon", "bench"),
+    ("may i unsilence kimi", "unsilence"),
+])
+def test_can_we_asks_about_doing_an_order_and_starts_nothing(text: str, intent: str) -> None:
+    got, _, order, _ = _read(text)
+    assert (got, order) == (intent, False), text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("qwen was crashlooping all night, can anyone tell me if it's stable now", "status", ["qwen"]),
+    ("<@U0BOT> the 32b restarted twice overnight, is it steady?", "status", ["qwen"]),
+    ("could you check if kimi's healthy", "status", ["kimi"]),
+    ("what if we benched qwen while it's serving users", "bench", ["qwen"]),
+])
+def test_a_state_asked_about_and_a_state_as_context(text: str, intent: str, services: list[str]) -> None:
+    # A statement before a question weighs half; "tell me if", "check if" open the question, "while" context.
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("<@U0BOT> qwen's config for the retro doc", "settings", ["qwen"]),
+    ("kimi tok/s for the standup slides", "throughput", ["kimi"]),
+])
+def test_who_the_answer_is_for_is_no_topic(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+    assert not route(read(text, "slack", BOT), CFG, ALIASES).asked, text  # "the docs" is not a second reading
+
+
+def test_do_it_after_an_order_said_as_a_noun_asks_back_and_never_confirms() -> None:
+    for text in ("<@U0BOT> qwen needs a restart, please do it", "kimi could use a bounce. go ahead"):
+        r = route(read(text, "slack", BOT), CFG, ALIASES)
+        assert r.asked and r.note is not None and r.note.startswith("Did you want me to restart"), text
+        assert not (r.command.confirm and not r.asked), text
+    intent, _, order, args = _read("qwen needs a restart, don't do it")
+    assert (intent, order, args.get("negated")) == ("restarts", False, True)
+
+
+@pytest.mark.parametrize("text", ["RuntimeError: CUDA error: an illegal memory access was encountered",
+                                  "<@U0BOT> torch.OutOfMemoryError tried to allocate 2.00 GiB"])
+def test_a_pasted_error_that_asks_nothing_is_not_placed(text: str) -> None:
+    assert _read(text)[0] == "unclear"
+
+
+@pytest.mark.parametrize(("text", "services"), [("welche flags verwendet kimi", ["kimi"]),
+                                                ("¿qué flags usa qwen?", ["qwen"])])
+def test_verbs_of_using_in_other_languages_are_no_names(text: str, services: list[str]) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (r.intent, sorted(r.named_services), r.unknown) == ("settings", services, []), text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("ne touche pas à qwen, ne le redémarre pas", "restarts", ["qwen"]),
+    ("don't touch kimi and don't restart it", "restarts", ["kimi"]),
+])
+def test_a_prohibition_is_about_the_order_it_forbids(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services, negated=True)
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("how's kimi's ttft looking", "throughput", ["kimi"]), ("how's qwen's context length", "flag", ["qwen"]),
+    ("how's kimi", "status", ["kimi"]),
+])
+def test_hows_x_is_the_status_unless_a_thing_of_x_is_named(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+def test_a_second_question_after_also_is_offered_with_its_own_node() -> None:
+    r = route(read("<@U0BOT> kimi logs, also how's gpu-a's temperature", "slack", BOT), CFG, ALIASES)
+    assert (r.intent, r.named_services, r.named_nodes) == ("logs", ["kimi"], [])
+    assert r.offers == ["gpus kimi"]
+
+
+@pytest.mark.parametrize("text", ["what can you tell me", "<@U0BOT> what do you know", "list your capabilities"])
+def test_what_the_bot_can_do_is_help(text: str) -> None:
+    assert _read(text)[0] == "help"
+
+
+@pytest.mark.parametrize(("text", "service"), [
+    ("reinició qwen", "qwen"), ("reinicié kimi hace una hora", "kimi"), ("he reiniciado qwen", "qwen"),
+    ("j'ai redémarré kimi", "kimi"), ("我重启了 qwen", "qwen"), ("kimiを再起動しました", "kimi"),
+    ("qwen wurde neugestartet", "qwen"), ("¿quién reinició kimi?", "kimi"),
+])
+def test_a_restart_in_the_past_in_another_language_is_never_an_order(text: str, service: str) -> None:
+    intent, services, order, _ = _read(text)
+    assert (intent, services, order) == ("restarts", [service], False), text
+
+
+@pytest.mark.parametrize("text", ["reinicia kimi", "redémarre kimi", "请重启 kimi", "kimiを再起動して"])
+def test_the_same_verbs_as_requests_are_still_orders(text: str) -> None:
+    _case(text, "restart", ["kimi"], True)
+
+
+@pytest.mark.parametrize("text", ["did qwen print anything odd", "what has kimi logged since the restart"])
+def test_what_a_service_printed_is_its_logs(text: str) -> None:
+    assert _read(text)[0] == "logs", text
+
+
+@pytest.mark.parametrize(("text", "intent", "window"), [
+    ("qwen throughput over the last 3 days", "chart_throughput", 259200),
+    ("kimi tok/s over the past week", "chart_throughput", 604800),
+    ("kimi logs over the last hour", "logs", None),
+])
+def test_a_measure_over_a_window_is_its_chart(text: str, intent: str, window: int | None) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (r.intent, r.args.window_s) == (intent, window), text
+
+
+@pytest.mark.parametrize(("text", "intent"), [("who's using the gpus on gpu-b", "gpus"),
+                                              ("who used the bot to silence qwen", "audit"),
+                                              ("kimi any errors", "logs")])
+def test_who_is_using_the_gpus_is_not_who_used_the_bot(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+@pytest.mark.parametrize(("text", "flag", "value"), [
+    ("does kimi load from safetensors", "load-format", "safetensors"),
+    ("does qwen quantize with awq", "quantization", "awq"),
+])
+def test_a_setting_named_by_its_value_takes_the_words_of_its_own_name(text: str, flag: str, value: str) -> None:
+    _case(text, "flag", [text.split()[1]], flag=flag, value=value)
+
+
+def test_the_names_in_a_condition_after_an_order_are_not_its_targets() -> None:
+    for text, service in (("restart qwen when kimi is done loading", "qwen"), ("bench kimi once qwen is idle", "kimi")):
+        r = route(read(text, "terminal"), CFG, ALIASES)
+        assert (r.named_services, r.asked) == ([service], True), text
+        assert r.note is not None and f" {service}?" in r.note and "kimi qwen" not in r.note, text
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("<@U0BOT> bench finished on qwen. what were the numbers?", "throughput"),
+    ("<@U0BOT> any ecc errors on gpu-a", "gpus"),
+])
+def test_a_report_of_an_order_asks_nothing_and_the_question_after_it_decides(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+@pytest.mark.parametrize(("text", "intent", "order"), [
+    ("<@U0BOT> restart kimi...?", "restarts", False), ("restart qwen. . ?", "restarts", False),
+    ("restart qwen soonish", "restarts", False), ("bounce kimi 5ish", "restarts", False),
+    ("restart kimi...", "restart", True),
+])
+def test_a_question_mark_after_the_dots_and_a_rough_time_leave_no_order(text: str, intent: str, order: bool) -> None:
+    got, _, got_order, _ = _read(text)
+    assert (got, got_order) == (intent, order), text
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("how are we doing on latency", "throughput"), ("how are things with the kv cache dtype on kimi", "flag"),
+    ("how are we doing", "status"), ("<@U0BOT> bye", "smalltalk"), ("see you tomorrow", "smalltalk"),
+])
+def test_how_are_we_doing_on_a_thing_is_that_thing(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_one_order_wanted_as_a_noun_is_asked_back_and_its_history_is_not() -> None:
+    for text in ("need a restart on qwen please", "kimi could use a bounce, please"):
+        r = route(read(text, "terminal"), CFG, ALIASES)
+        assert r.asked and r.note is not None and r.note.startswith("Did you want me to restart"), text
+    for text in ("restart history for kimi please", "the last restart of qwen please"):
+        r = route(read(text, "terminal"), CFG, ALIASES)
+        assert (r.intent, r.asked) == ("restarts", False), text
+
+
+@pytest.mark.parametrize("text", ["restart kimi :thinking_face:", "<@U0BOT> bounce qwen 🤷", "restart kimi... nah",
+                                  "restart qwen post-lunch", "restart kimi pre-standup", "bounce qwen during the sync"])
+def test_a_doubting_emoji_a_nah_and_an_event_to_wait_for_leave_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("did the bot touch anything today", "audit", []), ("wie geht's qwen?", "status", ["qwen"]),
+])
+def test_the_bots_record_and_how_a_service_is_going(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
