@@ -230,9 +230,9 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         if change.targets:
             reading.services, reading.nodes, reading.explicit_target = _targets(config, change.targets)
         reading.unknown = change.unknown_of(reading.unknown)  # its values are not names
-        said = change_words.understood(change, setting, reading.services, reading.explicit_target, reading.unknown)
-        reading.command, reading.intent, reading.score = command(said.command), said.command, 9.0
-        reading.args, reading.asked, reading.note, reading.offers = said.args, said.asked, said.note, said.offers
+        ch = change_words.understood(change, setting, reading.services, reading.explicit_target, reading.unknown)
+        reading.command, reading.intent, reading.score = command(ch.command), ch.command, 9.0
+        reading.args, reading.asked, reading.note, reading.offers = ch.args, ch.asked, ch.note, ch.offers
         return reading
 
     if not best or best[0][1] < 1.0:
