@@ -44,9 +44,9 @@ from services.store.records import (
     WatchState,
 )
 
-__all__ = ["Audit", "BenchRuns", "Follows", "HealthMemos", "HomeViews", "Loads", "Locks", "MetricSamples",
-           "Notices", "Requests", "Restarts", "SharedState", "Silences", "SmokeChecks", "Snapshots", "StateStore",
-           "Watches"]
+__all__ = ["Audit", "BenchRuns", "Follows", "HealthMemos", "HomeViews", "JournalCursors", "Loads", "Locks",
+           "MetricSamples", "Notices", "Requests", "Restarts", "SharedState", "Silences", "SmokeChecks", "Snapshots",
+           "StateStore", "Watches"]
 
 
 class Locks(Protocol):
@@ -443,6 +443,20 @@ class HealthMemos(Protocol):
         ...
 
 
+class JournalCursors(Protocol):
+    """Where each node's journal stream has got to (the scheduler leader's rows)."""
+
+    async def get(self, node: str) -> str | None:
+        """The cursor of the last journal entry of ``node`` whose looks were done, if any (read once, then
+        from memory)."""
+        ...
+
+    async def put(self, node: str, cursor: str) -> None:
+        """Remember ``cursor`` for ``node``: at once for this process, in the database with the next flush of
+        the leader's writes (a cursor lost with a dying leader only means its entries are read again)."""
+        ...
+
+
 class StateStore(Protocol):
     """The state store as handlers see it (``Context.store``): one repository per aggregate."""
 
@@ -478,3 +492,5 @@ class StateStore(Protocol):
     def silences(self) -> Silences: ...
     @property
     def health_memos(self) -> HealthMemos: ...
+    @property
+    def journal_cursors(self) -> JournalCursors: ...
