@@ -246,7 +246,7 @@ async def test_bench_chart_reads_the_files_over_the_real_sshd(make_cluster: Make
 
 async def test_watcher_samples_metrics_on_its_one_round_trip(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-b": qwen_node(fast=True, port=free_port(), traffic_tps=900.0)},
-                                 watch={"interval": "1s"})
+                                 watch={"interval": "1s", "safety_interval": "1s"})
     await cluster.sims["gpu-b"].wait_for(QWEN_UNIT, "ready", 45)
     cfg = cluster.config
     store = Store(cfg.state.database_url())

@@ -1,0 +1,203 @@
+"""Push, not poll (issue 26): the nodes' journals drive the notices, on the simulated node behind a real sshd.
+
+Every poll here is an hour apart (``[watch] poll``, ``interval`` and ``safety_interval``): after the first
+look of each, only a journal line can explain a notice. The simulated node's journal is followed by its own
+``journalctl`` (``services/sim/bin/journal-json``: ``-o json``, cursors, ``--follow``, rotations), which
+shares no code with inferbot's parsers. Timing bounds are correctness bounds (generous), not performance
+checks: ``python -m bench`` measures those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from handlers.notify import RecordingNotifier
+from handlers.reply import Reply
+from services.sim.node import SimNode
+from services.sim.scenarios import KIMI_UNIT
+from tests.conftest import MakeCluster, SimCluster
+from tests.test_restart import NOTIFY, OPS, THREAD, Bot, access, bot, kimi, kimi_cluster, request, set_profile, until
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+POLLS_AN_HOUR_APART = {"poll": "1h", "interval": "1h", "safety_interval": "1h"}
+PUSHED_WITHIN_S = 10.0
+"""A pushed notice comes this soon after its journal line (the benchmark measures how soon: ~0.1-0.5 s)."""
+
+
+class TimedNotifier(RecordingNotifier):
+    """Records when each post was made (``time.time()``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[tuple[float, str]] = []
+
+    async def post(self, channel: str, thread_ts: str | None, reply: Reply) -> str:
+        ts = await super().post(channel, thread_ts, reply)
+        self.times.append((time.time(), self.posts[-1].text))
+        return ts
+
+    def when(self, word: str) -> list[float]:
+        return [t for t, text in self.times if word in text]
+
+
+def journal_times(sim: SimNode, text: str, after: float = 0.0) -> list[float]:
+    """When (epoch seconds) the node's journal got each line containing ``text`` (archives included)."""
+    out = []
+    for path in [*sorted(sim.state_dir.glob("journal@*.tsv")), sim.journal_path()]:
+        for line in path.read_text(errors="replace").splitlines():
+            f = line.split("\t")
+            if len(f) >= 5 and text in f[4] and int(f[0]) / 1e6 > after:
+                out.append(int(f[0]) / 1e6)
+    return out
+
+
+async def _pushed(make_cluster: MakeCluster, **unit: object) -> SimCluster:
+    return await kimi_cluster(make_cluster, scenario=kimi(**unit) if unit else None,
+                              access_=access(cooldown="0s"), watch=POLLS_AN_HOUR_APART)
+
+
+async def _streaming(b: Bot) -> None:
+    """Until the leader's journal stream of gpu-a is open (and the watcher's first look has its baselines)."""
+    push = b.scheduler.push
+    assert push is not None
+    await until(lambda: "gpu-a" in push.journals and push.journals["gpu-a"].connected, 20, "the journal stream")
+    await until(lambda: push._looked.get("gpu-a") is not None, 20, "the watcher's first look")
+    await asyncio.sleep(0.3)
+
+
+def once(n: RecordingNotifier, word: str, channel: str, thread: str | None = None) -> bool:
+    return len([t for t in n.texts(channel, thread) if word in t]) == 1
+
+
+async def test_the_ready_notice_is_pushed_by_the_journal_not_the_poll(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    set_profile(sim, seconds_per_shard=0.03)  # a few seconds of load: the follow's first poll sees it loading
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        t0 = time.time()
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(lambda: bool(notifier.when("is ready")), 60, "the ready notice")
+        await asyncio.sleep(1.0)
+        assert once(notifier, "is ready", OPS, THREAD) and once(notifier, "is ready", NOTIFY)
+        (line_at,) = journal_times(sim, "Application startup complete.", after=t0)
+        # The follow's only poll saw the load going on: the ✅ came from the journal's line.
+        assert [p for p in notifier.posts if "kimi on gpu-a:" in p.reply.title or "loading" in p.text]
+        assert all(line_at <= at < line_at + PUSHED_WITHIN_S for at in notifier.when("is ready"))
+
+
+async def test_a_crash_is_said_at_the_exit_line_whatever_restart_sec(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster, restart_sec=20)  # systemd waits 20 s before starting it again
+    sim = cluster.sims["gpu-a"]
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        t0 = time.time()
+        await sim.crash(KIMI_UNIT)
+        await until(lambda: bool(notifier.when("restarted (not by inferbot)")), 15, "the crash notice")
+        (exited,) = journal_times(sim, "Main process exited", after=t0)
+        (said,) = notifier.when("restarted (not by inferbot)")
+        assert exited <= said < exited + PUSHED_WITHIN_S
+        assert not journal_times(sim, "Scheduled restart job", after=t0)  # said before systemd restarted it
+        # Then systemd starts it again and the load it follows ends in one ✅, pushed too.
+        await until(lambda: bool(notifier.when("is ready")), 60, "the ready notice after the crash")
+        await asyncio.sleep(1.0)
+        assert once(notifier, "restarted (not by inferbot)", NOTIFY) and once(notifier, "is ready", NOTIFY)
+        assert not [t for t in notifier.texts(NOTIFY) if "failed" in t]
+        events = [e.event for e in await b.rt.store.audit.recent(limit=20)]  # type: ignore[union-attr]
+        assert events.count("restart.unplanned") == 1
+
+
+async def test_an_engine_death_with_exit_0_is_said_at_once(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    set_profile(sim, engine_death_exit=0)
+    await sim.restart_unit(KIMI_UNIT)
+    await sim.wait_for(KIMI_UNIT, "ready", 45)
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        t0 = time.time()
+        sim.set_live(KIMI_UNIT, die=True)
+        await until(lambda: bool(notifier.when("stopped unexpectedly")), 15, "the ❌ stopped unexpectedly")
+        (deactivated,) = journal_times(sim, "Deactivated successfully.", after=t0)
+        (said,) = notifier.when("stopped unexpectedly")
+        assert deactivated <= said < deactivated + PUSHED_WITHIN_S
+        await asyncio.sleep(1.0)
+        assert once(notifier, "stopped unexpectedly (exit 0 after EngineDeadError)", NOTIFY)
+
+
+def _session_processes(sim: SimNode, pattern: bytes) -> list[int]:
+    """The processes of the bot's SSH sessions on ``sim`` whose command line holds ``pattern``."""
+    root = str(sim.root).encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes()
+            env = (d / "environ").read_bytes()
+        except OSError:
+            continue
+        if pattern in argv and root in env:
+            found.append(int(d.name))
+    return found
+
+
+def stream_processes(sim: SimNode) -> list[int]:
+    """The node's ``journalctl --follow`` (the simulator's: its json helper)."""
+    return _session_processes(sim, b"journal-json")
+
+
+async def test_one_process_on_the_node_follows_every_unit_and_ends_with_the_stream(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    async with bot(cluster.config, watch=True) as b:
+        await _streaming(b)
+        assert len(stream_processes(sim)) == 1
+    await until(lambda: not stream_processes(sim), 10, "the node's journalctl to end with its channel")
+
+
+def _kill_connections(cluster: SimCluster) -> None:
+    """SIGKILL the node's sshd processes serving connections (the listener stays): every channel drops."""
+    listener = cluster.sshds["gpu-a"].proc.pid
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, ValueError):
+                continue
+            if ppid == listener:
+                os.kill(int(d.name), signal.SIGKILL)
+
+
+async def test_a_dropped_connection_loses_nothing_and_says_nothing_twice(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster, restart_sec=2)
+    sim = cluster.sims["gpu-a"]
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        push = b.scheduler.push
+        assert push is not None
+        journal = push.journals["gpu-a"]
+        opens = journal.opens
+        (old,) = stream_processes(sim)
+        os.kill(old, signal.SIGKILL)  # the node's journalctl dies: its channel ends
+        await until(lambda: journal.opens > opens and journal.connected, 15, "the stream to open again")
+        _kill_connections(cluster)  # now the whole SSH connection
+        await sim.crash(KIMI_UNIT)  # ...and the unit crashes while it is down
+        await until(lambda: bool(notifier.when("restarted (not by inferbot)")), 30, "the crash notice")
+        await until(lambda: bool(notifier.when("is ready")), 60, "the ready notice after the crash")
+        await asyncio.sleep(1.5)
+        assert journal.opens >= opens + 2
+        assert once(notifier, "restarted (not by inferbot)", NOTIFY) and once(notifier, "is ready", NOTIFY)
+        assert len(stream_processes(sim)) == 1  # the old streams left nothing behind
