@@ -19,6 +19,7 @@ import pytest
 
 from handlers.notify import RecordingNotifier
 from handlers.reply import Reply
+from services.parse.journal import JournalEntry
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
@@ -201,3 +202,113 @@ async def test_a_dropped_connection_loses_nothing_and_says_nothing_twice(make_cl
         assert journal.opens >= opens + 2
         assert once(notifier, "restarted (not by inferbot)", NOTIFY) and once(notifier, "is ready", NOTIFY)
         assert len(stream_processes(sim)) == 1  # the old streams left nothing behind
+
+
+def _handled(b: Bot) -> list[str]:
+    """The messages of every journal entry the leader's stream of gpu-a hands over from now on."""
+    push = b.scheduler.push
+    assert push is not None
+    journal = push.journals["gpu-a"]
+    seen: list[str] = []
+    real = journal._deliver
+
+    async def recording(entries: list[JournalEntry]) -> None:
+        seen.extend(e.message for e in entries)
+        await real(entries)
+
+    journal._deliver = recording  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_rotation_and_a_vacuum_while_the_stream_is_down_lose_nothing(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster, restart_sec=1)
+    sim = cluster.sims["gpu-a"]
+    sshd = cluster.sshds["gpu-a"]
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        handled = _handled(b)
+        sim.rotate_journal()  # while the stream reads: it goes on in the new file
+        sim.log_line(KIMI_UNIT, "(APIServer pid=1) ERROR 12-05 02:00:00 [core.py:1] EngineDeadError: after a rotation")
+        await until(lambda: any("after a rotation" in m for m in handled), 15, "the line after the rotation")
+        sshd.proc.send_signal(signal.SIGSTOP)  # the node stops answering new connections...
+        _kill_connections(cluster)  # ...and the open one drops: the stream is down
+        try:
+            await sim.crash(KIMI_UNIT)
+            await until(lambda: bool(journal_times(sim, "Scheduled restart job")), 15, "systemd's restart")
+            sim.rotate_journal()
+            sim.vacuum_journal(keep=0)  # the file holding the crash is gone from the disk too
+            assert not list(sim.state_dir.glob("journal@*.tsv"))
+            sim.rotate_journal()  # the crash's lines are in this archive
+        finally:
+            sshd.proc.send_signal(signal.SIGCONT)
+        await until(lambda: bool(notifier.when("restarted (not by inferbot)")), 60, "the crash notice")
+        await until(lambda: bool(notifier.when("is ready")), 60, "the ready notice after the crash")
+        await asyncio.sleep(1.0)
+        assert once(notifier, "restarted (not by inferbot)", NOTIFY) and once(notifier, "is ready", NOTIFY)
+        # Read from the cursor on: the crash's exit line (now in an archive) once, and nothing from before it.
+        assert len([m for m in handled if "Main process exited" in m]) == 1
+        assert len([m for m in handled if "after a rotation" in m]) == 1
+
+
+async def test_a_bot_restarted_mid_load_resumes_from_its_cursor(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    set_profile(sim, seconds_per_shard=0.05)  # ~6 s of load
+    notifier = TimedNotifier()  # the Slack channel both processes post to
+    async with bot(cluster.config, watch=True, notifier=notifier) as first:
+        await _streaming(first)
+        rid = await request(first)
+        assert (await first.click("restart_confirm", rid)).executed
+        await until(lambda: any("kimi on gpu-a:" in p.reply.title for p in notifier.posts), 30, "progress")
+        store = first.rt.store
+        assert store is not None
+        push = first.scheduler.push
+        assert push is not None
+        await until(lambda: push.journals["gpu-a"].handed > 0, 15, "the stream to hand over the restart's lines")
+    # Stopped mid-load: its cursor is in the store; the load ends while no bot runs.
+    async with bot(cluster.config, watch=False, notifier=notifier) as probe:
+        kept = await probe.rt.store.journal_cursors.get("gpu-a")  # type: ignore[union-attr]
+    assert kept is not None
+    await sim.wait_for(KIMI_UNIT, "ready", 60)
+    ready_line = journal_times(sim, "Application startup complete.")[-1]
+    assert not notifier.when("is ready")
+    async with bot(cluster.config, watch=True, notifier=notifier) as second:
+        handled = _handled(second)
+        await until(lambda: bool(notifier.when("is ready")), 30, "the ready notice")
+        await until(lambda: any("Application startup complete." in m for m in handled), 15, "the missed line")
+        await asyncio.sleep(1.0)
+        assert once(notifier, "is ready", OPS, THREAD) and once(notifier, "is ready", NOTIFY)
+        # The new process read what was written after the cursor, and nothing before it a second time.
+        assert [m for m in handled if "Application startup complete." in m] == [
+            f"(APIServer pid={sim.state(KIMI_UNIT).main_pid}) INFO:     Application startup complete."]
+        assert all(at >= ready_line for at in notifier.when("is ready"))
+
+
+async def test_a_silent_stream_is_found_by_the_poll_and_opened_again(make_cluster: MakeCluster) -> None:
+    cluster = await kimi_cluster(make_cluster, scenario=kimi(restart_sec=1), access_=access(cooldown="0s"),
+                                 watch={"poll": "1h", "interval": "0.5s", "safety_interval": "1s"})
+    sim = cluster.sims["gpu-a"]
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        push = b.scheduler.push
+        assert push is not None
+        journal = push.journals["gpu-a"]
+        opens = journal.opens
+        handled = _handled(b)
+        (stream,) = stream_processes(sim)
+        os.kill(stream, signal.SIGSTOP)  # the channel stays open, the node's journalctl says nothing more
+        try:
+            await sim.crash(KIMI_UNIT)
+            await until(lambda: push.silent_restarts >= 1, 30, "the poll to find the stream silent")
+            await until(lambda: journal.opens > opens and journal.connected, 15, "the stream to open again")
+            await until(lambda: any("Application startup complete." in m for m in handled), 30,
+                        "the new stream's lines")
+        finally:
+            os.kill(stream, signal.SIGKILL)
+        await until(lambda: bool(notifier.when("is ready")), 30, "the ready notice")
+        await asyncio.sleep(1.0)
+        assert once(notifier, "restarted (not by inferbot)", NOTIFY) and once(notifier, "is ready", NOTIFY)
+        # What the stopped stream had not said came with the new one, from where it had got to.
+        assert len([m for m in handled if "Main process exited" in m]) == 1

@@ -52,9 +52,10 @@ def stream_command(units: Sequence[str], grep: bool = True) -> str:
     if grep:
         options += ["--case-sensitive=yes", f"--grep={GREP}"]
     options += [f"--unit={u}" for u in units]
-    # The cursor comes from the store, i.e. from this node: only its own alphabet reaches journalctl, anything
-    # else starts at the end of the journal instead.
-    return ("IFS= read -r c; case $c in ''|*[!0-9a-z=\\;]*) set -- --lines=0;; *) set -- \"--after-cursor=$c\";; "
+    # The cursor comes from the store, i.e. from this node: only its own alphabet reaches journalctl. Without
+    # one, the newest line is the start: its cursor is where a stream opened again resumes (from the end of the
+    # journal instead, what was written while the stream was down would be skipped).
+    return ("IFS= read -r c; case $c in ''|*[!0-9a-z=\\;]*) set -- --lines=1;; *) set -- \"--after-cursor=$c\";; "
             f"esac; exec journalctl {' '.join(shlex.quote(o) for o in options)} \"$@\"")
 
 
@@ -96,6 +97,13 @@ class _Stream(asyncssh.SSHClientSession[bytes]):
     def exit_status_received(self, status: int) -> None:
         self.exit_status = status
 
+    def detach(self) -> None:
+        """Stop reading this stream now, whatever the node does (a stopped process never lets its channel
+        close): nothing more is handed over from it; its channel's permit goes when the channel does."""
+        self._on_entry = _ignore
+        if not self.ended.done():
+            self.ended.set_result(None)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._release()
         if not self.ended.done():
@@ -117,6 +125,7 @@ class NodeJournal:
         self._wake = asyncio.Event()
         self._retry = asyncio.Event()
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
+        self._stream: _Stream | None = None
         self._last_received: str | None = None
         self._drop_cursor = False
         self.connected_at: float | None = None  # monotonic: since when the open stream has been up
@@ -135,8 +144,13 @@ class NodeJournal:
         """End the open stream now and open a new one at once, from where this process got to (the poll saw
         a change it did not say: silent)."""
         self._retry.set()
+        self._end_stream()
+
+    def _end_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.detach()
         if self._chan is not None:
-            self._chan.close()
+            self._chan.abort()
 
     def kick(self) -> None:
         """Stop waiting between two attempts: open again now (the poll reached the node)."""
@@ -156,8 +170,7 @@ class NodeJournal:
                         await asyncio.wait_for(self._retry.wait(), BACKOFF_S[min(failures, len(BACKOFF_S)) - 1])
                 self._retry.clear()
         finally:
-            if self._chan is not None:
-                self._chan.close()
+            self._end_stream()
             if not self._closing:  # cancelled (the lead was lost): nothing more is handled here
                 await _cancel(self._handing)
 
@@ -168,8 +181,7 @@ class NodeJournal:
         self._pending.clear()
         self._wake.set()
         self._retry.set()
-        if self._chan is not None:
-            self._chan.close()
+        self._end_stream()
         handing = self._handing
         if handing is not None:
             await asyncio.wait({handing}, timeout=drain_s)
@@ -194,15 +206,15 @@ class NodeJournal:
             return False
         assert stream is not None
         self.opens += 1
-        self._chan = chan
+        self._chan, self._stream = chan, stream
         opened = self.connected_at = time.monotonic()
         try:
             chan.write(f"{cursor or ''}\n".encode())
             await stream.ended
         finally:
-            self._chan = None
+            self._chan, self._stream = None, None
             self.connected_at = None
-            chan.close()
+            chan.abort()
         if not stream.entries:
             self._why_it_ended(stream)
         return stream.entries > 0 or time.monotonic() - opened >= STEADY_S
@@ -216,8 +228,10 @@ class NodeJournal:
             self.grep = False  # journalctl without PCRE2: every line of the units travels, and is read here
             log.warning("journalctl on %s cannot filter lines (%r): following every line", self.node.name, first)
         elif "cursor" in lowered and not self._drop_cursor:
-            self._drop_cursor = True  # a cursor this journal does not take: from its end (the poll saw the rest)
-            log.warning("journalctl on %s refused the stored cursor (%r): following from now", self.node.name, first)
+            # A cursor this journal does not take: from its newest line (the poll saw what came before).
+            self._drop_cursor = True
+            log.warning("journalctl on %s refused the stored cursor (%r): following from its newest line",
+                        self.node.name, first)
         elif stream.exit_status not in (None, 0):
             log.warning("journal stream of %s ended: %r", self.node.name, first)
 
@@ -245,6 +259,10 @@ class NodeJournal:
                 except Exception:  # one batch's trouble must not end the stream; the poll covers it
                     log.warning("handling the journal of %s failed", self.node.name, exc_info=True)
                 self.handed += len(batch)
+
+
+def _ignore(entry: JournalEntry) -> None:
+    return None
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:
