@@ -20,7 +20,7 @@ from handlers.common import PHASE_WORDS, fmt_duration
 from handlers.context import Context
 from handlers.live import apply_history
 from handlers.notice_pipeline import HELD_TS, Notice, Where, all_done, deliver, deliver_all, was_held
-from handlers.notice_words import failed_notice, progress_text, ready_notice, unplanned_notice
+from handlers.notice_words import AUTO_RESTART, failed_notice, progress_text, ready_notice, unplanned_notice
 from handlers.notify import Notifier, dashboards_changed, jobs_of, notice_text
 from handlers.progress import end_progress, show_progress
 from handlers.reply import Reply
@@ -44,8 +44,6 @@ running the command, or the command never reached the node)."""
 STOPPED_GRACE_S = 5.0
 """A unit seen stopped this soon after the start is between ``stop`` and ``start``, not failed."""
 LOCK_MARGIN_S = 900.0
-AUTO_RESTART = "activating (auto-restart)"
-"""The unit's main process exited and systemd starts it again after ``RestartSec=``."""
 
 
 

@@ -42,8 +42,13 @@ class Coalesced:
         async with lock:
             if self._started.get(key, 0) >= asked:  # a run that started after we asked has just ended
                 return self._last[key]  # type: ignore[return-value]
+            before = self._started.get(key, 0)
             self._started[key] = self._asked[key]  # this run serves everyone who asked so far
-            result = await call()
+            try:
+                result = await call()
+            except BaseException:
+                self._started[key] = before  # it served nobody: whoever waits runs a look of their own
+                raise
             self._last[key] = result
             return result
 

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from config.models import Service
 from handlers.audit import record
 from handlers.context import Context
-from handlers.follow import AUTO_RESTART, BEFORE, follow_key, lock_name, require_store, start_follow
+from handlers.follow import BEFORE, follow_key, lock_name, require_store, start_follow
 from handlers.notice_pipeline import Notice, deliver_all, to_notify
-from handlers.notice_words import failed_notice
+from handlers.notice_words import AUTO_RESTART, failed_notice
 from handlers.notify import Notifier, dashboards_changed
 from handlers.samples import record_samples
 from handlers.silence import silence_of, silence_words

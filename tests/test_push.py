@@ -52,7 +52,8 @@ def journal_times(sim: SimNode, text: str, after: float = 0.0) -> list[float]:
     """When (epoch seconds) the node's journal got each line containing ``text`` (archives included)."""
     out = []
     for path in [*sorted(sim.state_dir.glob("journal@*.tsv")), sim.journal_path()]:
-        for line in path.read_text(errors="replace").splitlines():
+        # Bytes, not read_text(): universal newlines would cut a line at tqdm's \r.
+        for line in path.read_bytes().decode(errors="replace").split("\n"):
             f = line.split("\t")
             if len(f) >= 5 and text in f[4] and int(f[0]) / 1e6 > after:
                 out.append(int(f[0]) / 1e6)
