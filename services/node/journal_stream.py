@@ -55,7 +55,10 @@ def stream_command(units: Sequence[str], grep: bool = True) -> str:
     # The cursor comes from the store, i.e. from this node: only its own alphabet reaches journalctl. Without
     # one, the newest line is the start: its cursor is where a stream opened again resumes (from the end of the
     # journal instead, what was written while the stream was down would be skipped).
-    return ("IFS= read -r c; case $c in ''|*[!0-9a-z=\\;]*) set -- --lines=1;; *) set -- \"--after-cursor=$c\";; "
+    # --cursor, not --after-cursor: journalctl's --after-cursor skips two entries from where the cursor points,
+    # so when the cursor's own entry is gone (vacuumed) the first entry after it is lost; from the cursor's
+    # entry on, that entry (already handled) is read again and dropped here instead.
+    return ("IFS= read -r c; case $c in ''|*[!0-9a-z=\\;]*) set -- --lines=1;; *) set -- \"--cursor=$c\";; "
             f"esac; exec journalctl {' '.join(shlex.quote(o) for o in options)} \"$@\"")
 
 
@@ -127,6 +130,7 @@ class NodeJournal:
         self._chan: asyncssh.SSHClientChannel[bytes] | None = None
         self._stream: _Stream | None = None
         self._last_received: str | None = None
+        self._resume: str | None = None  # the cursor the open stream started at (its entry was handled)
         self._drop_cursor = False
         self.connected_at: float | None = None  # monotonic: since when the open stream has been up
         self.unit_lines: dict[str, float] = {}  # monotonic arrival of the last line of PID 1 about each unit
@@ -192,6 +196,7 @@ class NodeJournal:
         cursor = self._last_received or (None if self._drop_cursor else await self._cursor())
         if cursor is not None and not valid_cursor(cursor):
             cursor = None
+        self._resume = cursor
         stream: _Stream | None = None
 
         def session(release: Callable[[], None]) -> _Stream:
@@ -236,6 +241,9 @@ class NodeJournal:
             log.warning("journal stream of %s ended: %r", self.node.name, first)
 
     def _received(self, entry: JournalEntry) -> None:
+        if entry.cursor == self._resume:
+            self._resume = None
+            return  # the entry the stream resumed at: handled before
         self._last_received = entry.cursor
         self._drop_cursor = False
         if entry.by_systemd:
