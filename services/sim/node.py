@@ -391,8 +391,9 @@ class SimNode:
         for name in ("journal.id", "boot_id"):  # journald's seqnum id and the boot id, fixed for the node's life
             if not (st / name).exists():
                 _write_atomic(st / name, os.urandom(16).hex() + "\n")
-        with contextlib.suppress(OSError, ValueError):  # a node started again on the same root goes on counting
-            self._jfirst = int((st / "journal.first").read_text().strip())
+        if self._jfh is None and not self._started:  # a node started again on the same root goes on counting
+            with contextlib.suppress(OSError, ValueError):
+                self._jfirst = int((st / "journal.first").read_text().strip())
         path = self.journal_path()
         self._jlines = sum(1 for _ in path.open("rb")) if path.exists() else 0
         self._jfh = _open_append(path)
