@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from handlers.context import Asker, Context
@@ -106,9 +106,21 @@ class Push:
         if not self._leading():
             return  # fencing: a replica that lost the lead judges nothing (its streams are being closed)
         ctx = self._context()
-        await on_entries(ctx, self.looks, node, entries)
+        await on_entries(ctx, self.looks, node, entries, later=self._later)
         if ctx.store is not None:
             await ctx.store.journal_cursors.put(node, entries[-1].cursor)
+
+    def _later(self, looks: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(self._quietly(looks))
+        self._checks.add(task)
+        task.add_done_callback(self._checks.discard)
+
+    @staticmethod
+    async def _quietly(looks: Awaitable[None]) -> None:
+        try:
+            await looks
+        except Exception:  # a follow-up look's trouble: the next poll looks again
+            log.warning("a follow-up look after a journal line failed", exc_info=True)
 
     def due(self, node: str) -> bool:
         """Whether the watcher's scheduled poll of ``node`` runs now: always while its stream is down, every

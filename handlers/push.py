@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from handlers.context import Context
 from handlers.follow import follow_key
@@ -34,9 +35,18 @@ HEALTH_RECHECK_S = 2.0
 WATCH_EVENTS = frozenset({"main_exited", "unit_changed", "engine_died"})
 FOLLOW_EVENTS = frozenset({"ready", "load_failed", "main_exited", "unit_changed"})
 
+Later = Callable[[Awaitable[None]], None]
+"""Runs looks that follow up on a batch on their own (the stream's owner keeps and ends them)."""
 
-async def on_entries(ctx: Context, looks: Looks, node: str, entries: list[JournalEntry]) -> None:
-    """Look at what ``entries`` (of ``node``'s journal, in order) say happened; returns once the looks are done."""
+
+async def on_entries(ctx: Context, looks: Looks, node: str, entries: list[JournalEntry],
+                     later: Later | None = None) -> None:
+    """Look at what ``entries`` (of ``node``'s journal, in order) say happened; returns once the looks are done.
+
+    The health watcher's further looks after an engine's death are handed to ``later``: waiting for them here
+    would hold back the next lines (the ``Deactivated`` of an exit 0 comes a moment after the death). Without
+    ``later`` they are awaited here too.
+    """
     units = {s.unit: s for s in ctx.config.services_on(node)}
     watch = died = False
     follows: dict[str, bool] = {}  # follow key → a readiness line was among its entries
@@ -55,7 +65,16 @@ async def on_entries(ctx: Context, looks: Looks, node: str, entries: list[Journa
             follows.setdefault(key, False)
     if follows:
         await asyncio.gather(*(_follow(ctx, looks, key, ready) for key, ready in follows.items()))
-    for _ in range(ctx.config.watch.unhealthy_polls - 1 if died else 0):
+    if died and ctx.config.watch.unhealthy_polls > 1:
+        rechecks = _health_rechecks(looks, node, ctx.config.watch.unhealthy_polls - 1)
+        if later is None:
+            await rechecks
+        else:
+            later(rechecks)
+
+
+async def _health_rechecks(looks: Looks, node: str, times: int) -> None:
+    for _ in range(times):
         await asyncio.sleep(HEALTH_RECHECK_S)
         await looks.watch(node)
 
