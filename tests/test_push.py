@@ -257,6 +257,40 @@ async def test_a_rotation_and_a_vacuum_while_the_stream_is_down_lose_nothing(mak
         assert len([m for m in handled if "after a rotation" in m]) == 1
 
 
+async def test_a_node_reboot_loses_nothing_and_says_each_thing_once(make_cluster: MakeCluster) -> None:
+    cluster = await _pushed(make_cluster)
+    sim = cluster.sims["gpu-a"]
+    sshd = cluster.sshds["gpu-a"]
+    notifier = TimedNotifier()
+    async with bot(cluster.config, watch=True, notifier=notifier) as b:
+        await _streaming(b)
+        handled = _handled(b)
+        sshd.proc.send_signal(signal.SIGSTOP)  # the node goes down: nothing answers...
+        _kill_connections(cluster)  # ...and the stream's connection drops
+        booted: SimNode | None = None
+        try:
+            await sim.stop()  # every process of the node dies, none says so (power lost)...
+            for pid in stream_processes(sim):  # ...its journalctl too
+                os.kill(pid, signal.SIGKILL)
+            sim.next_boot()
+            booted = SimNode(sim.root, sim.sc, run_as=sim.run_as)  # the same disk, a new boot
+            await booted.start()  # its unit starts on boot and loads while the node is still unreachable
+            await booted.wait_for(KIMI_UNIT, "ready", 45)
+            sshd.proc.send_signal(signal.SIGCONT)
+            await until(lambda: bool(notifier.when("restarted (not by inferbot)")), 90, "the reboot's notice")
+            await until(lambda: any("Application startup complete." in m for m in handled), 30, "the boot's lines")
+            await asyncio.sleep(1.5)
+            assert once(notifier, "restarted (not by inferbot)", NOTIFY)
+            # Resumed from the cursor across the boot: the new boot's start read once, nothing of the old boot again.
+            started = [m for m in handled if m.startswith("Started vLLM")]
+            assert len(started) == 1, handled
+            assert len([m for m in handled if "Application startup complete." in m]) == 1
+        finally:
+            sshd.proc.send_signal(signal.SIGCONT)
+            if booted is not None:
+                await booted.stop()
+
+
 async def test_a_bot_restarted_mid_load_resumes_from_its_cursor(make_cluster: MakeCluster) -> None:
     cluster = await _pushed(make_cluster)
     sim = cluster.sims["gpu-a"]

@@ -398,6 +398,17 @@ class SimNode:
         self._jlines = sum(1 for _ in path.open("rb")) if path.exists() else 0
         self._jfh = _open_append(path)
         _write_atomic(st / "journal.first", f"{self._jfirst}\n")
+        # Each entry keeps the boot it was written in (its cursor names it): where each boot's entries begin.
+        boot = (st / "boot_id").read_text().strip()
+        boots = (st / "boots.tsv").read_text().splitlines() if (st / "boots.tsv").exists() else []
+        if not boots or boots[-1].partition("\t")[2] != boot:
+            boots.append(f"{self._jfirst + self._jlines}\t{boot}")
+            _write_atomic(st / "boots.tsv", "".join(x + "\n" for x in boots))
+
+    def next_boot(self) -> None:
+        """A new boot id for a stopped node's disk: a ``SimNode`` started on this root next is the node rebooted
+        (the journal goes on; its entries from now on carry the new boot id)."""
+        _write_atomic(self.state_dir / "boot_id", os.urandom(16).hex() + "\n")
 
     # ------------------------------------------------------------------------------------------------------
     # files
