@@ -11,6 +11,9 @@
    (``bench.watch_scale``: the scheduler's watch jobs polling ``--watch-nodes`` services every 15 s). The
    recording also measures the probe's CPU and forks on the simulated node (``bench.nodecost``).
 4. The readiness-notice latency (when the restart/readiness feature is present).
+5. Push against poll (issue 26, ``bench.push_latency``): the ✅, crash, unplanned-restart and exit-0 notices
+   timed from the node's journal line, with the journal streams and with today's polls, one fresh bot each;
+   and (with the watcher at scale) the idle leader with one journal stream per cheap node.
 
 Then it judges the goals (issue 15's, and the earlier ones on simulated nodes), prints a table and writes
 ``bench/results/latest.{json,md,png}`` (plus timestamped copies; the PNG is the chart of wall time against N).
@@ -39,6 +42,7 @@ from bench import contenders as c
 from bench import report
 from bench.common import QUESTION, REPO_ROOT, Manifest, command_digest, raise_nofile, summarize
 from bench.machine import machine_info
+from bench.push_latency import measure_push
 from bench.readiness import measure_readiness
 
 SEQ_BUDGET_S = 45.0  # OpenSSH sequential: runs stop once this much time is spent at one N (at least one run)
@@ -211,6 +215,13 @@ def run_cheap(args: argparse.Namespace, out: dict[str, Any]) -> list[c.Result]:
                 out["watch"] = c.watcher_at_scale(m, n, args.watch_intervals)
                 log(f"watcher: {out['watch'].get('cpu_percent_of_one_core')} % of one core "
                     f"({out['watch'].get('status')}, {time.monotonic() - t0:.0f}s)")
+                if args.push != "skip":
+                    log(f"watcher with the journal streams: {n} services, idle, {args.push_watch_intervals} "
+                        "safety interval(s) measured …")
+                    t0 = time.monotonic()
+                    out["watch_push"] = c.watcher_at_scale(m, n, args.push_watch_intervals, push=True)
+                    log(f"watcher with push: {out['watch_push'].get('cpu_percent_of_one_core')} % of one core "
+                        f"({out['watch_push'].get('status')}, {time.monotonic() - t0:.0f}s)")
     except RuntimeError as e:
         log(f"cheap nodes: {e}")
         out.setdefault("cheap", {})["stopped"] = f"no cheap cluster: {str(e)[:300]}"
@@ -261,7 +272,8 @@ def _mem_available_mib() -> int | None:
     return None
 
 
-QUICK = {"nodes": "1", "runs": 3, "cheap_nodes": "1,64,256", "cheap_runs": 2, "watch_intervals": 1}
+QUICK = {"nodes": "1", "runs": 3, "cheap_nodes": "1,64,256", "cheap_runs": 2, "watch_intervals": 1,
+         "push_samples": 2, "push_deaths": 1}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -284,6 +296,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--watch-nodes", type=int, default=512, help="services the watcher polls at scale (default 512)")
     p.add_argument("--watch-intervals", type=int, default=3, help="15 s intervals measured (default 3)")
     p.add_argument("--skip-watch", action="store_true", help="no watcher at scale")
+    p.add_argument("--push", choices=["auto", "only", "skip"], default="auto",
+                   help="issue 26: push against poll (notice latencies; the idle leader with the journal streams "
+                        "when the watcher runs): measure (auto), only the latencies, or skip")
+    p.add_argument("--push-samples", type=int, default=4, help="readiness samples per contender (default 4)")
+    p.add_argument("--push-deaths", type=int, default=2,
+                   help="crash, unplanned-restart and exit-0 samples per contender (default 2)")
+    p.add_argument("--push-watch-intervals", type=int, default=1,
+                   help="safety intervals (2 min) the idle leader with the streams is measured (default 1)")
     p.add_argument("--name", default="latest", help="write bench/results/NAME.{json,md,png} (default latest)")
     p.add_argument("--banner", default="", help="words atop the report and the chart (e.g. why it is provisional)")
     args = p.parse_args(argv)
@@ -316,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     ansible: str | None = None
     ansible_version: str | None = None
     ansible_why = "skipped (--skip-ansible)"
-    if not args.skip_ansible and args.readiness != "only":
+    only = args.readiness == "only" or args.push == "only"
+    if not args.skip_ansible and not only:
         log(f"Ansible: using {c.ANSIBLE_VENV} (created on demand) …")
         ansible, ansible_version = c.ensure_ansible()
         if ansible is None:
@@ -327,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                            "command_bytes": 0, "cheap_digests": {}, "cheap_bot_digests": {}}
     results: list[c.Result] = []
     startup: dict[str, Any] = {}
-    if args.readiness != "only":
+    if not only:
         for n in args.ns:
             results += run_n(n, args, ansible, ansible_why, out)
         log("start-up: inferbot --help …")
@@ -335,10 +356,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.cheap_ns or not args.skip_watch:
             results += run_cheap(args, out)
     readiness: dict[str, Any] = {"status": "skipped (--readiness skip)"}
-    if args.readiness != "skip":
+    if args.readiness != "skip" and args.push != "only":
         log("readiness-notice latency …")
         readiness = measure_readiness(samples=1 if args.quick else 3)
         log(f"readiness: {readiness.get('status')}")
+    push: dict[str, Any] = {"status": "skipped (--push skip)"}
+    if args.push != "skip" and args.readiness != "only":
+        log("push against poll: notice latencies (issue 26) …")
+        push = measure_push(args.push_samples, args.push_deaths)
+        log(f"push: {push.get('status')}")
     rows = [report.result_row(r) for r in results]
     report.add_ratios(rows)
     same = all(out["digests"].get(n) == out["bot_digests"].get(n) for n in out["digests"])
@@ -401,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
         "options": {"nodes": args.ns, "runs": args.runs, "quick": args.quick, "skip_ansible": args.skip_ansible,
                     "readiness": args.readiness, "cheap_nodes": args.cheap_ns, "cheap_runs": args.cheap_runs,
                     "watch_nodes": None if args.skip_watch else args.watch_nodes,
-                    "watch_intervals": args.watch_intervals},
+                    "watch_intervals": args.watch_intervals, "push": args.push,
+                    "push_samples": args.push_samples, "push_deaths": args.push_deaths,
+                    "push_watch_intervals": args.push_watch_intervals},
         "machine": machine,
         "key_exchange": out.get("kex", {}),
         "remote_command": {"bytes": out["command_bytes"], "digests": out["digests"], "same_as_bot": same and same_cheap,
@@ -410,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
         "goals": report.goals(rows, args.cheap_ns, startup, cheap.get("recording", {}).get("node_cost", {}),
                               out.get("watch", {"status": "skipped"})),
         "earlier_goals": report.earlier_goals(rows, args.ns, readiness),
+        "push_goals": report.push_goals(push, out.get("watch_push", {"status": "skipped"}),
+                                        out.get("watch", {"status": "skipped"})),
         "results": rows,
         "inferbot": inferbot,
         "simulator": out["simulator"],
@@ -417,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
         "watch": out.get("watch", {"status": "skipped"}),
         "startup": startup,
         "readiness": readiness,
+        "push": push,
+        "watch_push": out.get("watch_push", {"status": "skipped"}),
         "notes": notes,
     }
     rep["table"] = report.table_rows(rows)
