@@ -11,6 +11,9 @@
    (``bench.watch_scale``: the scheduler's watch jobs polling ``--watch-nodes`` services every 15 s). The
    recording also measures the probe's CPU and forks on the simulated node (``bench.nodecost``).
 4. The readiness-notice latency (when the restart/readiness feature is present).
+5. Push against poll (issue 26, ``bench.push_latency``): the ✅, crash, unplanned-restart and exit-0 notices
+   timed from the node's journal line, with the journal streams and with today's polls, one fresh bot each;
+   and (with the watcher at scale) the idle leader with one journal stream per cheap node.
 
 Then it judges the goals (issue 15's, and the earlier ones on simulated nodes), prints a table and writes
 ``bench/results/latest.{json,md,png}`` (plus timestamped copies; the PNG is the chart of wall time against N).
@@ -40,6 +43,7 @@ from bench import contenders as c
 from bench import report, slack_report
 from bench.common import QUESTION, REPO_ROOT, Manifest, command_digest, raise_nofile, summarize
 from bench.machine import machine_info
+from bench.push_latency import measure_push
 from bench.readiness import measure_readiness
 
 SEQ_BUDGET_S = 45.0  # OpenSSH sequential: runs stop once this much time is spent at one N (at least one run)
@@ -212,6 +216,8 @@ def run_cheap(args: argparse.Namespace, out: dict[str, Any]) -> list[c.Result]:
                 out["watch"] = c.watcher_at_scale(m, n, args.watch_intervals)
                 log(f"watcher: {out['watch'].get('cpu_percent_of_one_core')} % of one core "
                     f"({out['watch'].get('status')}, {time.monotonic() - t0:.0f}s)")
+                if args.push != "skip":
+                    _watch_push(args, m, n, out)
     except RuntimeError as e:
         log(f"cheap nodes: {e}")
         out.setdefault("cheap", {})["stopped"] = f"no cheap cluster: {str(e)[:300]}"
@@ -281,7 +287,7 @@ def run_slack_path(args: argparse.Namespace) -> dict[str, Any]:
 
 
 QUICK = {"nodes": "1", "runs": 3, "cheap_nodes": "1,64,256", "cheap_runs": 2, "watch_intervals": 1,
-         "slack_nodes": "1,64", "burst_nodes": "8", "slack_runs": 3}
+         "slack_nodes": "1,64", "burst_nodes": "8", "slack_runs": 3, "push_samples": 2, "push_deaths": 1}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -309,6 +315,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--burst-nodes", default="8,64", help="N for the bursts through Slack (default 8,64)")
     p.add_argument("--slack-runs", type=int, default=6, help="questions per N and question on the Slack path")
     p.add_argument("--people", type=int, default=50, help="people asking at once in a burst (default 50)")
+    p.add_argument("--push", choices=["auto", "only", "skip"], default="auto",
+                   help="issue 26: push against poll (notice latencies; the idle leader with the journal streams "
+                        "when the watcher runs): measure (auto), only the latencies, or skip")
+    p.add_argument("--push-samples", type=int, default=4, help="readiness samples per contender (default 4)")
+    p.add_argument("--push-deaths", type=int, default=2,
+                   help="crash, unplanned-restart and exit-0 samples per contender (default 2)")
+    p.add_argument("--push-watch-intervals", type=int, default=1,
+                   help="safety intervals (2 min) the idle leader with the streams is measured (default 1)")
     p.add_argument("--name", default="latest", help="write bench/results/NAME.{json,md,png} (default latest)")
     p.add_argument("--banner", default="", help="words atop the report and the chart (e.g. why it is provisional)")
     args = p.parse_args(argv)
@@ -343,6 +357,7 @@ class _Measured:
     startup: dict[str, Any]
     slack_path: dict[str, Any]
     readiness: dict[str, Any]
+    push: dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -362,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ansible(args: argparse.Namespace) -> tuple[str | None, str | None, str]:
     """Ansible's executable and version (installed on demand), or None, None and why it is not a contender."""
-    if args.skip_ansible or args.readiness == "only":
+    if args.skip_ansible or _only(args):
         return None, None, "skipped (--skip-ansible)"
     log(f"Ansible: using {c.ANSIBLE_VENV} (created on demand) …")
     ansible, version = c.ensure_ansible()
@@ -378,11 +393,36 @@ def _measure(args: argparse.Namespace, ansible: str | None, ansible_why: str) ->
                            "command_bytes": 0, "cheap_digests": {}, "cheap_bot_digests": {}}
     results: list[c.Result] = []
     startup: dict[str, Any] = {}
-    if args.readiness != "only":
+    if not _only(args):
         results, startup = _contenders(args, ansible, ansible_why, out)
     slack = _slack_path_if_asked(args)
     readiness = _readiness_if_asked(args)
-    return _Measured(out, results, startup, slack, readiness)
+    return _Measured(out, results, startup, slack, readiness, _push_if_asked(args))
+
+
+def _only(args: argparse.Namespace) -> bool:
+    """Only the readiness latency, or only push against poll, was asked for."""
+    return bool(args.readiness == "only" or args.push == "only")
+
+
+def _watch_push(args: argparse.Namespace, m: Manifest, n: int, out: dict[str, Any]) -> None:
+    """The idle leader with a journal stream per cheap node (issue 26), beside the polls just measured."""
+    log(f"watcher with the journal streams: {n} services, idle, {args.push_watch_intervals} "
+        "safety interval(s) measured …")
+    t0 = time.monotonic()
+    out["watch_push"] = c.watcher_at_scale(m, n, args.push_watch_intervals, push=True)
+    log(f"watcher with push: {out['watch_push'].get('cpu_percent_of_one_core')} % of one core "
+        f"({out['watch_push'].get('status')}, {time.monotonic() - t0:.0f}s)")
+
+
+def _push_if_asked(args: argparse.Namespace) -> dict[str, Any]:
+    """Push against poll: the notices' latencies (issue 26), or why they were skipped."""
+    if args.push == "skip" or args.readiness == "only":
+        return {"status": "skipped (--push skip)"}
+    log("push against poll: notice latencies (issue 26) …")
+    push = measure_push(args.push_samples, args.push_deaths)
+    log(f"push: {push.get('status')}")
+    return push
 
 
 def _contenders(args: argparse.Namespace, ansible: str | None, ansible_why: str,
@@ -400,14 +440,14 @@ def _contenders(args: argparse.Namespace, ansible: str | None, ansible_why: str,
 
 def _slack_path_if_asked(args: argparse.Namespace) -> dict[str, Any]:
     """The Slack path's measurements, or why they were skipped."""
-    if args.skip_slack or args.readiness == "only":
+    if args.skip_slack or _only(args):
         return {"status": "skipped (--skip-slack)"}
     return run_slack_path(args)
 
 
 def _readiness_if_asked(args: argparse.Namespace) -> dict[str, Any]:
     """The readiness-notice latency, or why it was skipped."""
-    if args.readiness == "skip":
+    if args.readiness == "skip" or args.push == "only":
         return {"status": "skipped (--readiness skip)"}
     log("readiness-notice latency …")
     readiness = measure_readiness(samples=1 if args.quick else 3)
@@ -443,6 +483,9 @@ def _report(args: argparse.Namespace, machine: dict[str, Any], m: _Measured, sta
         "watch": watch,
         "startup": m.startup,
         "readiness": m.readiness,
+        "push_goals": report.push_goals(m.push, m.out.get("watch_push", {"status": "skipped"}), watch),
+        "push": m.push,
+        "watch_push": m.out.get("watch_push", {"status": "skipped"}),
         "notes": _notes(machine),
     }
     rep["table"] = report.table_rows(rows)
@@ -453,7 +496,9 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     """The options the run was made with, as the report records them."""
     return {"nodes": args.ns, "runs": args.runs, "quick": args.quick, "skip_ansible": args.skip_ansible,
             "readiness": args.readiness, "cheap_nodes": args.cheap_ns, "cheap_runs": args.cheap_runs,
-            "watch_nodes": None if args.skip_watch else args.watch_nodes, "watch_intervals": args.watch_intervals}
+            "watch_nodes": None if args.skip_watch else args.watch_nodes, "watch_intervals": args.watch_intervals,
+            "push": args.push, "push_samples": args.push_samples, "push_deaths": args.push_deaths,
+            "push_watch_intervals": args.push_watch_intervals}
 
 
 def _remote_command(out: dict[str, Any]) -> dict[str, Any]:

@@ -71,6 +71,7 @@ from bench.common import CpuGroup, Manifest, NodeInfo
 from bench.contenders import END_MARK, settings_commands, watch_commands
 from bench.nodecost import measure as measure_node_cost
 from bench.nodecost import node_env
+from services.node.journal_stream import stream_command
 from services.node.probe import session_answer_end
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, kimi_node
@@ -80,6 +81,8 @@ GROUP = 16  # OpenSSH's limit of ListenAddress lines per sshd
 MAX_NODES = 250 * 250
 WATCH_INTERVAL = "15s"
 NODE_TIMEOUT = "120s"  # the first question opens up to 1,024 connections at once: the handshakes queue
+STREAM_COMMAND = stream_command([KIMI_UNIT])
+"""The leader's journal stream of a cheap node (one Kimi unit each): run as it is (see :func:`force_command`)."""
 WARM_COMMAND = "true"  # what OpenSSH's multiplexing masters are opened with (bench.contenders)
 
 
@@ -100,16 +103,21 @@ def force_command(answers_dir: Path) -> str:
 
     A persistent session's command (a ``LENGTH.loop`` file beside its answer) gets the answer again for each
     line it reads, as the bot's session loop does, until its input ends: between polls the shell sits in
-    read(2), and a poll costs a ``cat``.
+    read(2), and a poll costs a ``cat``. A command with a ``LENGTH.run`` file is run as it is (the file holds
+    the bot's own command): the leader's journal stream, a real ``journalctl --follow`` of this host's
+    journal, where nothing happens.
     """
     f = f"{answers_dir}/${{#SSH_ORIGINAL_COMMAND}}"
-    return f'f={f}; if [ -e "$f.loop" ]; then while read -r t; do cat -- "$f"; done; else exec cat -- "$f"; fi'
+    return (f'f={f}; if [ -e "$f.run" ]; then exec sh -- "$f"; elif [ -e "$f.loop" ]; then '
+            f'while read -r t; do cat -- "$f"; done; else exec cat -- "$f"; fi')
 
 
-def write_answers(answers_dir: Path, answers: dict[str, bytes], looping: Collection[str] = ()) -> dict[str, int]:
+def write_answers(answers_dir: Path, answers: dict[str, bytes], looping: Collection[str] = (),
+                  running: Collection[str] = ()) -> dict[str, int]:
     """One file per command, named by the command's length in bytes; refuses two commands of one length.
 
-    ``looping``: the commands of persistent sessions, answered once per line read (see :func:`force_command`).
+    ``looping``: the commands of persistent sessions, answered once per line read; ``running``: commands run
+    as they are, their answer being the command itself (see :func:`force_command`).
     """
     answers_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(answers_dir, 0o755)
@@ -124,12 +132,13 @@ def write_answers(answers_dir: Path, answers: dict[str, bytes], looping: Collect
         path = answers_dir / str(len(command.encode()))
         path.write_bytes(answer)
         os.chmod(path, 0o644)
-        loop = path.with_name(path.name + ".loop")
-        if command in looping:
-            loop.write_bytes(b"")
-            os.chmod(loop, 0o644)
-        else:
-            loop.unlink(missing_ok=True)
+        for mark, which in ((".loop", looping), (".run", running)):
+            marker = path.with_name(path.name + mark)
+            if command in which:
+                marker.write_bytes(b"")
+                os.chmod(marker, 0o644)
+            else:
+                marker.unlink(missing_ok=True)
     return {c: len(c.encode()) for c in answers}
 
 
@@ -361,8 +370,13 @@ def _cheap_files(manifest: Manifest, groups: list[Group], user: str, n_nodes: in
         if n <= n_nodes:
             cfg = workdir / f"inferbot-watch-{n}.toml"
             write_config(cfg, manifest.nodes[:n], manifest, workdir / f"state-watch-{n}", bench_dirs,
-                         NODE_TIMEOUT, ["[watch]", f'interval = "{WATCH_INTERVAL}"', ""])
+                         NODE_TIMEOUT, ["[watch]", f'interval = "{WATCH_INTERVAL}"', "push = false", ""])
             manifest.watch_configs[n] = str(cfg)
+            # The same with the leader's journal streams (issue 26), the safety poll at its default interval.
+            cfg = workdir / f"inferbot-watch-push-{n}.toml"
+            write_config(cfg, manifest.nodes[:n], manifest, workdir / f"state-watch-push-{n}", bench_dirs,
+                         NODE_TIMEOUT, ["[watch]", f'interval = "{WATCH_INTERVAL}"', "push = true", ""])
+            manifest.push_watch_configs[n] = str(cfg)
 
 
 def _reap_orphans() -> None:
@@ -374,6 +388,28 @@ def _reap_orphans() -> None:
             return
         if pid == 0:
             return
+
+
+INOTIFY_INSTANCES = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def _raise_inotify_instances(want: int) -> int | None:
+    """Every cheap node's journal stream is a real ``journalctl --follow`` (one inotify instance each), all of
+    them the one login user's on this one host (a real node has one): raise the per-user limit (128 by
+    default) for the run; returns the value to put back, None when unchanged."""
+    try:
+        was = int(INOTIFY_INSTANCES.read_text())
+        if was >= want:
+            return None
+        INOTIFY_INSTANCES.write_text(f"{want}\n")
+        return was
+    except (OSError, ValueError):
+        return None  # not root: the streams past the limit fail, and the idle leader's figure says so
+
+
+def _put_inotify_back(was: int) -> None:
+    with contextlib.suppress(OSError):
+        INOTIFY_INSTANCES.write_text(f"{was}\n")
 
 
 def _cheap_nodes(n: int, groups: list[Group], user: str) -> list[NodeInfo]:
@@ -410,6 +446,7 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
             loop.call_soon_threadsafe(stop.set)
 
     threading.Thread(target=_watch_stdin, daemon=True, name="stdin-eof").start()
+    inotify = _raise_inotify_instances(n_nodes + 128)
     try:
         rec = await asyncio.wait_for(record(workdir, key, user, node_cost), start_timeout_s)
         record_s = time.monotonic() - started
@@ -421,8 +458,9 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
         answers_dir = workdir / "answers"
         lengths = await asyncio.to_thread(write_answers, answers_dir, {
             rec["settings_command"]: rec["settings_answer"], rec["watch_command"]: rec["watch_answer"],
-            rec["watch_session_command"]: rec["watch_session_answer"], WARM_COMMAND: b""},
-            [rec["watch_session_command"]])
+            rec["watch_session_command"]: rec["watch_session_answer"], WARM_COMMAND: b"",
+            STREAM_COMMAND: STREAM_COMMAND.encode()},
+            [rec["watch_session_command"]], [STREAM_COMMAND])
         t0 = time.monotonic()
         hosts = [cheap_host(i) for i in range(n_nodes)]
         for first in range(0, n_nodes, GROUP):
@@ -476,6 +514,8 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
         reap_all()
         if cpu_group is not None:
             cpu_group.remove()
+        if inotify is not None:
+            _put_inotify_back(inotify)
 
 
 def main() -> int:

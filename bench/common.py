@@ -46,6 +46,7 @@ class Manifest:
     cluster_pid: int = 0
     kind: str = "simulated"  # or "cheap": sshd that answer with a recorded answer (bench/cheap.py)
     watch_configs: dict[int, str] = field(default_factory=dict)  # N -> config with [watch] every 15 s (cheap)
+    push_watch_configs: dict[int, str] = field(default_factory=dict)  # N -> the same with the journal streams
     recording: dict[str, Any] = field(default_factory=dict)  # what the cheap nodes replay, and its node cost
     node_side: dict[str, Any] = field(default_factory=dict)  # how the nodes were made and what they cost
 
@@ -63,7 +64,9 @@ class Manifest:
         configs = {int(k): v for k, v in data.pop("configs").items()}
         inventories = {int(k): v for k, v in data.pop("inventories").items()}
         watch_configs = {int(k): v for k, v in data.pop("watch_configs", {}).items()}
-        return cls(nodes=nodes, configs=configs, inventories=inventories, watch_configs=watch_configs, **data)
+        push_watch_configs = {int(k): v for k, v in data.pop("push_watch_configs", {}).items()}
+        return cls(nodes=nodes, configs=configs, inventories=inventories, watch_configs=watch_configs,
+                   push_watch_configs=push_watch_configs, **data)
 
 
 def summarize(values: list[float]) -> dict[str, float | int]:

@@ -28,10 +28,11 @@ import logging
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from bench.common import raise_nofile, read_vm_hwm_kib
+from bench.common import raise_nofile, read_vm_hwm_kib, summarize
 from bench.warm_client import _import_front_end
 from bot import jobs
 from bot.app import runtime
@@ -59,9 +60,12 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
     config = load_config(config_path)
     nodes = sorted({s.node for s in config.services})
     n = len(nodes)
-    interval = float(config.watch.interval)
+    push = config.watch.push
+    # With the journal streams the poll of a node whose stream is up runs every safety_interval: the window
+    # holds whole rounds of those (and the 15 s jobs that find nothing due in between).
+    interval = float(config.watch.safety_interval if push else config.watch.interval)
     out: dict[str, Any] = {"nodes": n, "services": len(config.services), "interval_s": interval,
-                           "intervals": intervals, "errors": []}
+                           "intervals": intervals, "push": push, "errors": []}
     out["slack_front_end_imported"] = _import_front_end()
     polls = {"ok": 0, "failed": 0}
     failures: list[str] = []
@@ -95,6 +99,12 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
             # baselines, memos and last samples from the database, once per service): they end before the
             # window opens, so it holds steady polls only.
             await live.drain(first_round_limit_s)
+        if push:
+            streams = sched.push
+            await _until(lambda: streams is not None and all(j.connected for j in streams.journals.values()),
+                         first_round_limit_s)
+            out["streams_open"] = 0 if streams is None else sum(j.connected for j in streams.journals.values())
+            opens_before = 0 if streams is None else sum(j.opens for j in streams.journals.values())
         out["first_round_s"] = round(time.monotonic() - t0, 2)
         out["first_round_cpu_s"] = round(_cpu_s() - c0, 2)
         out["first_round_polls"] = dict(polls)
@@ -114,6 +124,13 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
             prof.dump_stats(profile_path)
         window_opens = rt.pool.session_opens - opens0
         window_polls = {k: polls[k] - before[k] for k in polls}
+        if push:
+            streams = sched.push
+            out["window_stream_opens"] = (0 if streams is None else
+                                          sum(j.opens for j in streams.journals.values()) - opens_before)
+            out["streams_open_at_end"] = 0 if streams is None else sum(j.connected for j in streams.journals.values())
+            out["silent_restarts"] = 0 if streams is None else streams.silent_restarts
+            out["node_side"] = await asyncio.to_thread(node_streams, config_path)
         await sched.shutdown()
         out.update(
             window_s=round(t2 - t1, 2), window_cpu_s=round(c2 - c1, 3), window_sys_s=round(k2 - k1, 3),
@@ -132,6 +149,54 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
             out["errors"].append(f"{sum(window_polls.values())} polls in the window, {intervals * n} expected")
     out["peak_rss_kib"] = read_vm_hwm_kib()
     return out
+
+
+async def _until(ok: Callable[[], bool], limit_s: float) -> None:
+    for _ in range(int(limit_s / 0.2)):
+        if ok():
+            return
+        await asyncio.sleep(0.2)
+
+
+def _under(pid: str, marker: bytes) -> bool:
+    """Whether an ancestor of ``pid`` has ``marker`` on its command line (the cheap nodes' sshd name their
+    config, in the cluster's workdir)."""
+    for _ in range(32):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = stat.rpartition(")")[2].split()[1]
+            if pid in ("0", "1"):
+                return False
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except (OSError, IndexError):
+            return False
+    return False
+
+
+def node_streams(config_path: str) -> dict[str, Any]:
+    """The nodes' side of the streams: the ``journalctl --follow`` processes under the cheap nodes' sshd (of the
+    cluster whose workdir holds ``config_path``), their count and memory (RSS, and PSS: what each costs beyond
+    the pages they share)."""
+    workdir = str(Path(config_path).resolve().parent)
+    rss: list[int] = []
+    pss: list[int] = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if (d / "comm").read_text().strip() != "journalctl" or b"--follow" not in (d / "cmdline").read_bytes():
+                continue
+            if not _under(d.name, workdir.encode()):
+                continue
+            rollup = (d / "smaps_rollup").read_text()
+        except OSError:
+            continue
+        fields = {k: int(v.split()[0]) for k, _, v in (x.partition(":") for x in rollup.splitlines()[1:]) if v}
+        rss.append(fields.get("Rss", 0))
+        pss.append(fields.get("Pss", 0))
+    return {"journalctl_processes": len(rss), "rss_kib": summarize([float(x) for x in rss]),
+            "pss_kib": summarize([float(x) for x in pss])}
 
 
 def main() -> int:

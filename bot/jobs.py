@@ -15,8 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from handlers.context import Asker, Context
-from handlers.follow import poll_follow
-from handlers.health_watch import watch
+from handlers.looks import Looks
 from handlers.notify import Notifier
 from handlers.request_kinds import expire_request, settle_request
 
@@ -37,6 +36,12 @@ class Reconciler(Protocol):
     def settle(self, kind: str, request_id: str, at: datetime) -> None: ...
 
 
+class SafetyNet(Protocol):
+    """The journal streams' side of the watcher's poll (bot/push.py): whether a node's poll is due now."""
+
+    def due(self, node: str) -> bool: ...
+
+
 @dataclass
 class Live:
     """What jobs run against in this process."""
@@ -45,6 +50,11 @@ class Live:
     notifier: Notifier
     scheduler: Reconciler | None = None
     running: set[asyncio.Task[None]] = field(default_factory=set)  # the job steps in flight right now
+    push: SafetyNet | None = None  # the leader's journal streams, when they run
+    looks: Looks = field(init=False)  # every look at a load or a node, scheduled or pushed: one at a time each
+
+    def __post_init__(self) -> None:
+        self.looks = Looks(lambda: _context(self), self.notifier)
 
     def track(self) -> None:
         """Count the current job step as in flight until it ends (a graceful stop waits for it)."""
@@ -111,7 +121,7 @@ async def poll_follow_job(key: str) -> None:
     live = _leading()
     if live is None:
         return
-    status = await poll_follow(_context(live), key, live.notifier)
+    status = await live.looks.follow(key)
     log.debug("follow %s: %s", key, status.line)
 
 
@@ -124,7 +134,9 @@ async def watch_node_job(node: str) -> None:
     live = _leading()
     if live is None:
         return
-    await watch(_context(live), node, live.notifier)
+    if live.push is not None and not live.push.due(node):
+        return  # its journal stream is up: the poll is the safety net, every [watch] safety_interval
+    await live.looks.watch(node)
 
 
 async def expire_request_job(request_id: str) -> None:

@@ -26,6 +26,7 @@ from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import jobs
+from bot.push import Push
 from services.store.leader import Leadership, SoleLeader
 from services.store.schema import JOBSTORE_TABLE
 
@@ -58,6 +59,7 @@ class BotScheduler:
         self._sched: AsyncIOScheduler | None = None
         self.leadership: Leadership = SoleLeader()
         self._watch = False
+        self.push: Push | None = None  # the journal streams (issue 26), while this replica leads
         self._terms = 0  # how many times this replica became the leader
         self.first_job_at: float | None = None  # time.time() of the first job this leader ran (bench)
 
@@ -133,8 +135,22 @@ class BotScheduler:
         await self.reconcile()
         if self._watch:
             self.add_watches()
+            self._start_push()
         self._aps.add_job(jobs.reconcile_job, "interval", seconds=RECONCILE_S, id="reconcile", jobstore=VOLATILE,
                             replace_existing=True, next_run_time=datetime.now(UTC))  # first act: catch up
+
+    def _start_push(self) -> None:
+        if self.runtime.config.watch.push and self.push is None and self._run is not None:
+            self.push = Push(self.runtime, self._run.looks, lambda: self.leading)
+            self._run.push = self.push
+            self.push.start()
+
+    async def _stop_push(self, drain_s: float = 0.0) -> None:
+        push, self.push = self.push, None
+        if self._run is not None:
+            self._run.push = None
+        if push is not None:
+            await push.stop(drain_s)
 
     async def _lost(self) -> None:
         # Fencing: stop scheduling at once; the jobs stay in the store for the next leader, and the watcher's
@@ -142,6 +158,7 @@ class BotScheduler:
         if self._sched is not None and self._sched.running:
             self._sched.shutdown(wait=False)
             await asyncio.sleep(0)  # shutdown is scheduled with call_soon_threadsafe
+        await self._stop_push()  # the journal streams are the leader's, like the sessions below
         # A standby keeps no channel open on any node: the watchers' sessions close (a poll still in flight
         # gets its answer, or none, and opens no new one).
         self.runtime.pool.keep_sessions(False)
@@ -154,6 +171,7 @@ class BotScheduler:
         draining and writing, so no other replica runs the same steps meanwhile."""
         if self._sched is not None and self._sched.running and self._run is not None:
             self._sched.pause()
+            await self._stop_push(drain_s)  # a batch of journal entries being handled may finish
             left = await self._run.drain(drain_s)
             if left:
                 log.warning("stopping with %d scheduled step(s) still running: cancelled", left)

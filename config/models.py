@@ -304,6 +304,12 @@ class WatchSettings(_Strict):
     enabled: bool = True
     hung_after: Duration = 300.0  # requests running or waiting and no new tokens this long: "possibly hung"
     unhealthy_polls: int = Field(default=2, ge=1, le=20)  # looks in a row with /health failing before ⚠️
+    # Issue 26: the scheduler leader follows each node's journal (one `journalctl --follow` per node) and looks
+    # at once when a line says something happened; the watcher then polls a node whose stream is up only every
+    # `safety_interval` (never more often than `interval`), the safety net that also decides when a stream is
+    # silent. `push = false`: the polls alone, as before.
+    push: bool = True
+    safety_interval: Duration = 120.0
 
 
 class UnderstandingSettings(_Strict):

@@ -19,8 +19,8 @@ from handlers.audit import record
 from handlers.common import PHASE_WORDS, fmt_duration
 from handlers.context import Context, require_store
 from handlers.live import apply_history
-from handlers.notice_pipeline import Notice, Where, all_done, deliver, deliver_all, was_held
-from handlers.notice_words import failed_notice, progress_text, ready_notice, unplanned_notice
+from handlers.notice_pipeline import HELD_TS, Notice, Where, all_done, deliver, deliver_all, was_held
+from handlers.notice_words import AUTO_RESTART, failed_notice, progress_text, ready_notice, unplanned_notice
 from handlers.notify import Notifier, dashboards_changed, jobs_of, notice_text
 from handlers.progress import end_progress, show_progress
 from handlers.reply import Reply
@@ -133,8 +133,13 @@ def _outcome(st: ServiceState, f: Follow, now: datetime, max_load: float) -> tup
     return None
 
 
-def _not_started(f: Follow, now: datetime) -> tuple[LoadOutcome, str] | None:
-    """The restart has not shown a new start yet: fine for a while, a failure after that."""
+def _not_started(f: Follow, st: ServiceState, now: datetime) -> tuple[LoadOutcome, str] | None:
+    """The restart has not shown a new start yet: fine for a while (as long as systemd says it will start the
+    unit again after ``RestartSec=``), a failure after that."""
+    if st.active == AUTO_RESTART:
+        return None
+    if f.reason == "unplanned" and st.state == "failed":
+        return "failed", st.reason or "failed"  # a crash systemd gave up restarting (its start limit)
     if (now - f.started_at).total_seconds() <= RESTART_TAKES_EFFECT_S:
         return None
     return "failed", (f"the restart did not take effect: no new start of {f.unit} after "
@@ -245,11 +250,21 @@ async def _look(ctx: Context, service: Service, f: Follow, now: datetime) -> _Lo
     if not waiting_for_start and st.state != "unreachable" and st.invocation_id \
             and st.invocation_id != f.invocation_id:
         # Unknown until now, or the unit started again (crash loop, restart by hand): this is the load.
-        f = await _update_follow(require_store(ctx).follows, f, invocation_id=st.invocation_id)
-    found = _not_started(f, now) if waiting_for_start else _outcome(st, f, now, ctx.config.watch.max_load)
+        f = await _new_load(require_store(ctx), f, st.invocation_id)
+    found = _not_started(f, st, now) if waiting_for_start else _outcome(st, f, now, ctx.config.watch.max_load)
     if found is not None and found[0] == "ready":  # issue 14: one tiny completion before the ✅
         found = await smoke_gate(ctx, service, f, st)
     return _Look(f, st, waiting_for_start, found)
+
+
+async def _new_load(store: StateStore, f: Follow, invocation_id: str) -> Follow:
+    """The follow now follows the start ``invocation_id``; a ⚠️ a silence held back for the start it waited
+    for (a crash said before systemd started the unit again) stays held for this one, so its ✅ is too."""
+    held = f.reason == "unplanned" and await was_held(store.notices, f.key, "unplanned")
+    f = await _update_follow(store.follows, f, invocation_id=invocation_id)
+    if held and await store.notices.claim(f.key, "unplanned"):
+        await store.notices.mark_sent(f.key, "unplanned", HELD_TS)
+    return f
 
 
 async def _conclude(ctx: Context, service: Service, f: Follow, decided: LoadRecord, reason: str,

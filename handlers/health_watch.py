@@ -36,6 +36,7 @@ from handlers.reply import Reply, Section, Status
 from handlers.watcher import watch_node
 from services.models import ServiceState
 from services.node.probe import ProbeOptions
+from services.parse.vllm_log import ENGINE_DEATH
 from services.store.ports import StateStore
 from services.store.records import HealthMemo
 
@@ -43,11 +44,6 @@ log = logging.getLogger("inferbot.health")
 
 LOGS_PROBE = ProbeOptions(gpus=False, journal_lines=0, log_lines=20, http_timeout_s=2.0)
 STOP_PROBE = ProbeOptions(gpus=False, journal_lines=0, log_lines=80, http_timeout_s=2.0)
-ENGINE_DEATH = re.compile(
-    r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Engine core proc \S+ died"
-    r"|EngineCore[^\n]* died|engine core[^\n]* died",
-    re.IGNORECASE,
-)
 SYSTEMD_STOPPING = re.compile(r"systemd\[\d+\]: Stopping ")
 SYSTEMD_STARTED = re.compile(r"systemd\[\d+\]: (?:Started|Starting) ")
 

@@ -14,6 +14,9 @@ from handlers.status import progress_bar
 from services.models import ServiceState
 from services.store.records import Follow
 
+AUTO_RESTART = "activating (auto-restart)"
+"""systemd's state of a unit whose main process exited and that it starts again after ``RestartSec=``."""
+
 
 def hhmm(at: datetime) -> str:
     """``13:22 UTC``."""
@@ -67,6 +70,8 @@ def progress_text(f: Follow, st: ServiceState | None, now: datetime) -> str:
         parts.append(f"not asked ({not_reached(st)})")
     elif st.state == "unreachable":
         parts.append(f"node unreachable ({st.reason})")
+    elif st.active == AUTO_RESTART:
+        parts.append("its main process exited; systemd starts it again")
     elif st.phase:
         parts.append(PHASE_WORDS.get(st.phase, st.phase))
     else:

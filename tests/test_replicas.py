@@ -21,6 +21,7 @@ from config.models import BotConfig, StateSettings
 from services.store.db_url import DatabaseUrlError, database_url, describe
 from services.store.leader import PgLeader, SoleLeader, current_leader
 from services.store.migrate import SchemaTooNew, head_version, run_alembic
+from services.store.schema import SCHEMA_HEAD
 from services.store.schema import metadata as store_metadata
 from services.store.store import Store
 from tests.pg import PASSWORD, USER, PgServer
@@ -82,8 +83,8 @@ def test_cli_refuses_a_password_in_the_config(tmp_path: Path) -> None:
 async def test_schema_is_versioned_and_matches_the_code(url: str) -> None:
     store = Store(url)
     assert await store.schema_status() == (None, head_version())
-    assert await store.prepare() == head_version() == "0005"
-    assert await store.schema_status() == ("0005", "0005")
+    assert await store.prepare() == head_version() == SCHEMA_HEAD
+    assert await store.schema_status() == (SCHEMA_HEAD, SCHEMA_HEAD)
     await store.close()
     # the migrations create exactly what the code's tables describe (alembic check: nothing to generate)
     engine = create_engine(Store(url).jobstore_url())
@@ -104,7 +105,7 @@ async def test_an_older_bot_refuses_a_newer_schema(url: str) -> None:
     with pytest.raises(SchemaTooNew) as e:
         await old.audit.record("startup", None, None, None, None, "")
     msg = str(e.value)
-    assert "schema version 0099, newer than this inferbot knows (0005)" in msg and "\n" not in msg
+    assert f"schema version 0099, newer than this inferbot knows ({SCHEMA_HEAD})" in msg and "\n" not in msg
     assert PASSWORD not in msg
     await old.close()
 
@@ -118,7 +119,7 @@ async def test_a_database_from_before_versions_is_adopted(tmp_path: Path) -> Non
                           "'startup', 'kept')"))
     engine.dispose()
     store = Store(url)
-    assert await store.prepare() == "0005"
+    assert await store.prepare() == SCHEMA_HEAD
     assert [e.detail for e in await store.audit.recent()] == ["kept"]
     assert await store.shared.claim_event("Ev1", NOW)  # the new tables are there
     await store.close()
@@ -135,7 +136,7 @@ async def test_check_shows_the_store(url: str, tmp_path: Path, monkeypatch: pyte
     store = Store(url)
     await store.prepare()
     after = await check_state(cfg)
-    assert after["ok"] and after["schema"] == "0005" and "up to date" in str(after["line"])
+    assert after["ok"] and after["schema"] == SCHEMA_HEAD and "up to date" in str(after["line"])
     assert PASSWORD not in str(after)
     if store.is_postgres:
         assert "PostgreSQL inferbot@127.0.0.1" in str(after["line"]) and "no leader" in str(after["line"])
@@ -319,7 +320,7 @@ async def test_store_connects_with_the_password_from_the_environment(pg_server: 
     cfg = BotConfig(state=StateSettings(url=pg_server.config_url(pg_db)))
     monkeypatch.setenv("INFERBOT_DB_PASSWORD", PASSWORD)
     store = open_store(cfg)
-    assert await store.prepare() == "0005" and store.is_postgres
+    assert await store.prepare() == SCHEMA_HEAD and store.is_postgres
     assert PASSWORD not in store.url and f"{USER}@" in store.describe()
     await store.close()
     monkeypatch.setenv("INFERBOT_DB_PASSWORD", "wrong-password")

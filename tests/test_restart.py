@@ -74,7 +74,8 @@ async def kimi_cluster(make_cluster: MakeCluster, *, scenario: NodeScenario | No
         {"gpu-a": scenario or kimi()},
         access=access_ or access(),
         notify={"channel": NOTIFY},
-        watch={"poll": "0.2s", "interval": "0.3s", "max_load": "60s", **(watch or {})},
+        watch={"poll": "0.2s", "interval": "0.3s", "safety_interval": "0.3s", "max_load": "60s",
+               **(watch or {})},
     )
     if ready:
         await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)

@@ -42,7 +42,7 @@ LOOP_LINE = "while IFS= read -r _; do"  # in the session's script (services/node
 
 async def _ready(make_cluster: MakeCluster, **watch: object) -> SimCluster:
     cluster = await make_cluster({"gpu-a": kimi_node(fast=True, port=free_port(), traffic_tps=900.0)},
-                                 watch={"interval": "1s", **watch})
+                                 watch={"interval": "1s", "push": False, **watch})
     await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     return cluster
 

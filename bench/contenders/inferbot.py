@@ -104,12 +104,13 @@ def startup(runs: int, timeout_s: float = 60.0) -> dict[str, Any]:
     return out
 
 
-def watcher_at_scale(manifest: Manifest, n: int, intervals: int) -> dict[str, Any]:
-    """``python -m bench.watch_scale`` against the first ``n`` cheap nodes (see that module)."""
-    argv = [sys.executable, "-m", "bench.watch_scale", "--config", manifest.watch_configs[n],
-            "--intervals", str(intervals)]
+def watcher_at_scale(manifest: Manifest, n: int, intervals: int, push: bool = False) -> dict[str, Any]:
+    """``python -m bench.watch_scale`` against the first ``n`` cheap nodes (see that module): the polls alone,
+    or with the leader's journal streams (``push``: its intervals are ``[watch] safety_interval``)."""
+    config = (manifest.push_watch_configs if push else manifest.watch_configs)[n]
+    argv = [sys.executable, "-m", "bench.watch_scale", "--config", config, "--intervals", str(intervals)]
     d = reap(spawn(argv, env=child_env({"INFERBOT_LOG_LEVEL": "ERROR"}), cwd=str(REPO_ROOT), new_session=True),
-             300.0 + intervals * 30.0)
+             300.0 + intervals * (150.0 if push else 30.0))
     try:
         data: dict[str, Any] = json.loads(d.stdout)
     except ValueError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import asyncssh
@@ -43,6 +44,10 @@ QUEUE_WAIT_S = 30.0
 PREFERRED_CIPHERS = (
     "aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com", "aes256-ctr", "aes128-ctr",
 )
+
+
+def _given(session: asyncssh.SSHClientSession[bytes]) -> Callable[[], asyncssh.SSHClientSession[bytes]]:
+    return lambda: session
 
 
 @dataclass
@@ -350,6 +355,51 @@ class NodePool:
                 await conn.create_session(lambda: session, command, encoding=None)
         finally:
             self._starting.release()
+
+    async def open_stream(self, node: Node, command: str,
+                          session: Callable[[Callable[[], None]], asyncssh.SSHClientSession[bytes]],
+                          limit_s: float | None = None) -> asyncssh.SSHClientChannel[bytes]:
+        """Start the long-lived fixed ``command`` on a channel of ``node``'s pooled connection, its output read by
+        the session ``session(release)`` makes (the leader's journal stream, ``services/node/journal_stream.py``).
+
+        The channel holds one of the node's ``MAX_CHANNELS`` until the session calls ``release`` (when its channel
+        is lost). Only while persistent sessions are kept (the scheduler's leader); failures read as :meth:`run`'s.
+        """
+        if not self._sessions:
+            raise RuntimeError("streams are the leader's: this pool keeps no sessions (keep_sessions)")
+        limit = limit_s if limit_s is not None else node.timeout
+        wait_until = self._wait_until(limit, None)
+        slot = self._slot(node)
+        for attempt in (1, 2):
+            conn = await self._connection(node, limit)
+            await self._turn(node, slot.channels, wait_until)
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    slot.channels.release()
+
+            made = session(release)
+            await self._turn(node, self._starting, wait_until, gate=True)
+            try:
+                async with asyncio.timeout(limit):
+                    chan, _ = await conn.create_session(_given(made), command, encoding=None)
+            except (asyncssh.ChannelOpenError, asyncssh.ConnectionLost, asyncssh.DisconnectError,
+                    ConnectionResetError, BrokenPipeError, TimeoutError) as e:
+                release()
+                if isinstance(e, TimeoutError) or attempt == 2:
+                    raise NodeUnreachable(describe_error(node, e, limit)) from None
+                slot.conn = None  # the pooled connection had died: reconnect once, as run() does
+                continue
+            except BaseException:
+                release()
+                raise
+            finally:
+                self._starting.release()
+            return chan
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _drop(slot: _Slot, session: Session) -> None:

@@ -1,4 +1,4 @@
-"""Parsers for ``systemctl show`` output (pure functions, no I/O).
+"""Parsers for ``systemctl show`` output and the service manager's journal lines (pure functions, no I/O).
 
 ``systemctl show`` prints ``Name=value`` lines in D-Bus property order, not in ``-p`` order, so every
 parser here keys on the name and never on the position of a line.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Literal
 
 from services.models import UnitShow
 
@@ -210,3 +211,31 @@ def _int(value: str | None) -> int | None:
         return int(value.strip())
     except ValueError:
         return None
+
+
+# --- the service manager's journal lines about a unit -----------------------------------------------
+
+UnitLine = Literal["main_exited", "unit_changed"]
+UNIT_LINES: list[tuple[UnitLine, re.Pattern[str]]] = [
+    # `vllm-kimi.service: Main process exited, code=killed, status=9/KILL`; systemd logs a clean exit
+    # (status=0/SUCCESS) at debug level only: `Deactivated successfully.` says it.
+    ("main_exited", re.compile(r"Main process exited, code=")),
+    # Every change of the unit's state has a line: `Started vllm-kimi.service - vLLM Kimi.` (252; older:
+    # `Started vLLM Kimi.`), `Stopping …`, `vllm-kimi.service: Failed with result 'exit-code'.`, `…: Scheduled
+    # restart job, restart counter is at 2.`, `…: Deactivated successfully.`, `…: Start request repeated too
+    # quickly.`, and the ExecStartPre/ExecReload side (`Control process exited, code=…`, `Reloading …`).
+    ("unit_changed", re.compile(
+        r"^(?:Started|Stopped|Starting|Stopping|Reloading|Reloaded|Failed to start) "
+        r"|Failed with result |Deactivated successfully\.|Scheduled restart job|Start request repeated too quickly"
+        r"|Control process exited, code=")),
+]
+"""What a line of the service manager (PID 1) about a unit says, for the journal stream
+(``services/parse/journal.py``): the unit's state changed, and how."""
+
+
+def unit_line(msg: str) -> UnitLine | None:
+    """What one of PID 1's messages about a unit says (:data:`UNIT_LINES`), or None."""
+    for kind, pattern in UNIT_LINES:
+        if pattern.search(msg):
+            return kind
+    return None

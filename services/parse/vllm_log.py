@@ -13,10 +13,14 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Literal
 
 from services.models import LoadProgress, Phase, StatsLine
 
 __all__ = [
+    "ENGINE_DEATH",
+    "LINE_MARKERS",
+    "line_marker",
     "load_durations",
     "parse_banner_version",
     "parse_load_progress",
@@ -173,6 +177,35 @@ def _tqdm_seconds(value: str | None) -> float | None:
 
 def _shorten(msg: str) -> str:
     return msg if len(msg) <= _FAILED_MAX_CHARS else msg[: _FAILED_MAX_CHARS - 1] + "…"
+
+
+# The engine died under a running server (the health watcher's "stopped unexpectedly", exit 0 included).
+ENGINE_DEATH = re.compile(
+    r"EngineDeadError|EngineCore encountered (?:a fatal error|an issue)|Engine core proc \S+ died"
+    r"|EngineCore[^\n]* died|engine core[^\n]* died",
+    re.IGNORECASE,
+)
+LineMarker = Literal["ready", "load_failed", "engine_died"]
+LINE_MARKERS: list[tuple[LineMarker, re.Pattern[str]]] = [
+    ("ready", _PHASE_MARKERS[0][1]),
+    # A failure of the load itself (priorities 0 and 1); systemd's own exit line is read as systemd's.
+    ("load_failed", re.compile("|".join(f"(?:{p.pattern})" for prio, p in _FAILURE_MARKERS if prio < 2))),
+    ("engine_died", ENGINE_DEATH),
+]
+"""What one log message of a running unit can say that must not wait for a poll, with the same patterns
+:func:`parse_load_progress` and the health watcher read (``services/parse/journal.py`` streams them)."""
+
+
+def line_marker(msg: str) -> LineMarker | None:
+    """What one message of the unit's own output says (:data:`LINE_MARKERS`), read as
+    :func:`parse_load_progress` reads a line (prefixes stripped, every ``\\r`` piece its own), or None."""
+    found: LineMarker | None = None
+    for line in _split_cached.__wrapped__(msg):  # one message: not worth a place in the probe's cache
+        for marker, pattern in LINE_MARKERS:
+            if pattern.search(line.msg):
+                found = marker  # the last piece of a message decides, as the last line does for a phase
+                break
+    return found
 
 
 _ANY_PHASE = re.compile("|".join(f"(?:{p.pattern})" for _, p in _PHASE_MARKERS))

@@ -191,6 +191,8 @@ class SimNode:
         self.holders: dict[int, Holder] = {}
         self.ghosts: list[tuple[float, int, float]] = []  # (expires monotonic, gpu, mib)
         self._jfh: TextIO | None = None
+        self._jfirst = 1  # the sequence number of the active journal file's first line (journald's seqnum)
+        self._jlines = 0  # lines in the active journal file
         self._runner: web.AppRunner | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._pumps: set[asyncio.Task[None]] = set()
@@ -226,7 +228,7 @@ class SimNode:
         self._write_tree()
         for u in self.units.values():
             self._load(u)
-        self._jfh = _open_append(self.state_dir / "journal.tsv")
+        self._open_journal()
         await self._start_control()
         self._render_all()
         self._ticker = asyncio.create_task(self._tick())
@@ -363,6 +365,51 @@ class SimNode:
 
     def journal_path(self) -> Path:
         return self.state_dir / "journal.tsv"
+
+    def rotate_journal(self) -> Path:
+        """``journalctl --rotate``: the active journal file is archived (``journal@<first seqnum>.tsv``) and a new
+        one started; sequence numbers go on. Returns the archive."""
+        archive = self.state_dir / f"journal@{self._jfirst:012d}.tsv"
+        if self._jfh is not None:
+            self._jfh.close()
+            self._jfh = None
+        self.journal_path().rename(archive)
+        self._jfirst += self._jlines
+        self._jlines = 0
+        self._open_journal()
+        return archive
+
+    def vacuum_journal(self, keep: int = 0) -> list[Path]:
+        """``journalctl --vacuum-files``: delete the oldest archived journal files, keeping ``keep``; returns them."""
+        archives = sorted(self.state_dir.glob("journal@*.tsv"))
+        gone = archives[: max(0, len(archives) - keep)]
+        for p in gone:
+            p.unlink()
+        return gone
+
+    def _open_journal(self) -> None:
+        st = self.state_dir
+        for name in ("journal.id", "boot_id"):  # journald's seqnum id and the boot id, fixed for the node's life
+            if not (st / name).exists():
+                _write_atomic(st / name, os.urandom(16).hex() + "\n")
+        if self._jfh is None and not self._started:  # a node started again on the same root goes on counting
+            with contextlib.suppress(OSError, ValueError):
+                self._jfirst = int((st / "journal.first").read_text().strip())
+        path = self.journal_path()
+        self._jlines = sum(1 for _ in path.open("rb")) if path.exists() else 0
+        self._jfh = _open_append(path)
+        _write_atomic(st / "journal.first", f"{self._jfirst}\n")
+        # Each entry keeps the boot it was written in (its cursor names it): where each boot's entries begin.
+        boot = (st / "boot_id").read_text().strip()
+        boots = (st / "boots.tsv").read_text().splitlines() if (st / "boots.tsv").exists() else []
+        if not boots or boots[-1].partition("\t")[2] != boot:
+            boots.append(f"{self._jfirst + self._jlines}\t{boot}")
+            _write_atomic(st / "boots.tsv", "".join(x + "\n" for x in boots))
+
+    def next_boot(self) -> None:
+        """A new boot id for a stopped node's disk: a ``SimNode`` started on this root next is the node rebooted
+        (the journal goes on; its entries from now on carry the new boot id)."""
+        _write_atomic(self.state_dir / "boot_id", os.urandom(16).hex() + "\n")
 
     # ------------------------------------------------------------------------------------------------------
     # files
@@ -762,6 +809,7 @@ class SimNode:
         msg = msg.replace("\t", " ").replace("\n", " ")
         self._jfh.write(f"{t_us}\t{inv}\t{unit}\t{ident}\t{msg}\n")
         self._jfh.flush()
+        self._jlines += 1
 
     def _sys(self, u: _Unit, msg: str, *, prefix: bool = True, t_us: int | None = None) -> None:
         self._jwrite(t_us or _now_us(), "", u.name, "systemd[1]", f"{u.name}: {msg}" if prefix else msg)

@@ -45,9 +45,9 @@ from services.store.records import (
     WatchState,
 )
 
-__all__ = ["Audit", "BenchRuns", "Changes", "Follows", "HealthMemos", "HomeViews", "Loads", "Locks", "MetricSamples",
-           "Notices", "Requests", "Restarts", "SharedState", "Silences", "SmokeChecks", "Snapshots", "StateStore",
-           "Watches"]
+__all__ = ["Audit", "BenchRuns", "Changes", "Follows", "HealthMemos", "HomeViews", "JournalCursors", "Loads",
+           "Locks", "MetricSamples", "Notices", "Requests", "Restarts", "SharedState", "Silences", "SmokeChecks",
+           "Snapshots", "StateStore", "Watches"]
 
 
 class Locks(Protocol):
@@ -487,6 +487,20 @@ class HealthMemos(Protocol):
         ...
 
 
+class JournalCursors(Protocol):
+    """Where each node's journal stream has got to (the scheduler leader's rows)."""
+
+    async def get(self, node: str) -> str | None:
+        """The cursor of the last journal entry of ``node`` whose looks were done, if any (read once, then
+        from memory)."""
+        ...
+
+    async def put(self, node: str, cursor: str) -> None:
+        """Remember ``cursor`` for ``node``: at once for this process, in the database with the next flush of
+        the leader's writes (a cursor lost with a dying leader only means its entries are read again)."""
+        ...
+
+
 class StateStore(Protocol):
     """The state store as handlers see it (``Context.store``): one repository per aggregate."""
 
@@ -524,3 +538,5 @@ class StateStore(Protocol):
     def health_memos(self) -> HealthMemos: ...
     @property
     def changes(self) -> Changes: ...
+    @property
+    def journal_cursors(self) -> JournalCursors: ...

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_HEAD = "0005"
+SCHEMA_HEAD = "0006"
 """The newest migration's revision (``migrations/versions``). The store compares the database's version
 with it in one plain query and imports Alembic only when they differ (an upgrade, or a refusal): importing
 Alembic would otherwise be a large share of every ``inferbot`` process's start-up. A test holds it equal to
@@ -348,4 +348,13 @@ change_steps = Table(
     Column("back_s", Float),
     Column("reason", Text),
     Column("detail", Text),
+)
+
+journal_cursors = Table(
+    # Where the scheduler leader's journal stream of each node has got to (issue 26): the cursor of the last
+    # entry whose looks were done, so a new leader or a restarted bot resumes after it.
+    "inferbot_journal_cursors", metadata,
+    Column("node", String(200), primary_key=True),
+    Column("cursor", String(512), nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
 )

@@ -25,6 +25,7 @@ from services.store.engine import BUSY_TIMEOUT_S, Database
 from services.store.follows import FollowsRepo
 from services.store.health_memos import HealthMemosRepo
 from services.store.home_views import HomeViewsRepo
+from services.store.journal_cursors import JournalCursorsRepo
 from services.store.loads import LoadsRepo
 from services.store.locks import LocksRepo
 from services.store.notices import NoticesRepo
@@ -35,6 +36,7 @@ from services.store.ports import (
     Follows,
     HealthMemos,
     HomeViews,
+    JournalCursors,
     Loads,
     Locks,
     MetricSamples,
@@ -93,6 +95,7 @@ class Store:
         self.watches: Watches = WatchesRepo(self.writes)
         self.samples: MetricSamples = SamplesRepo(self.writes)
         self.health_memos: HealthMemos = HealthMemosRepo(self.writes)
+        self.journal_cursors: JournalCursors = JournalCursorsRepo(self.writes)
 
     # ---- where the state lives -------------------------------------------------------------------
 

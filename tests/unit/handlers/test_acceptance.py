@@ -43,7 +43,7 @@ async def bench_cluster(make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPat
         "name": "kimi", "node": "gpu-a", "unit": KIMI_UNIT, "api_key_env": KEY_ENV, "bench_dir": "BENCH",
         "acceptance": {"bench": bench, "peak_concurrency": PEAK, **acceptance}}],
         access=access(cooldown="0s"), notify={"channel": NOTIFY},
-        watch={"poll": "0.2s", "interval": "0.3s", "max_load": "60s"})
+        watch={"poll": "0.2s", "interval": "0.3s", "safety_interval": "0.3s", "max_load": "60s"})
     sim = cluster.sims["gpu-a"]
     bench_dir = Path(sim.bench_dir)
     own_bench_dir(bench_dir)

@@ -29,7 +29,7 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 async def test_watcher_samples_metrics_on_its_one_round_trip(make_cluster: MakeCluster) -> None:
     cluster = await make_cluster({"gpu-b": qwen_node(fast=True, port=free_port(), traffic_tps=900.0)},
-                                 watch={"interval": "1s"})
+                                 watch={"interval": "1s", "safety_interval": "1s"})
     await cluster.sims["gpu-b"].wait_for(QWEN_UNIT, "ready", 45)
     cfg = cluster.config
     store = Store(cfg.state.database_url())

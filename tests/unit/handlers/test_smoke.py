@@ -39,7 +39,8 @@ async def smoke_cluster(make_cluster: MakeCluster, *, key: bool = True, readines
         svc["readiness"] = readiness
     cluster = await make_cluster({"gpu-a": kimi()}, services=[svc], access=access(cooldown="0s"),
                                  notify={"channel": NOTIFY},
-                                 watch={"poll": "0.2s", "interval": "0.3s", "max_load": "60s"})
+                                 watch={"poll": "0.2s", "interval": "0.3s", "safety_interval": "0.3s",
+                                        "max_load": "60s"})
     await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
     return cluster
 

@@ -27,6 +27,7 @@ from services.store.engine import Database
 from services.store.migrate import run_alembic
 from services.store.ports import Requests
 from services.store.requests import RequestsRepo
+from services.store.schema import SCHEMA_HEAD
 from services.store.store import Store
 from tests.unit.services.store.conftest import at
 
@@ -165,7 +166,7 @@ async def test_an_upgrade_gives_requests_their_kind_and_those_in_flight_settle(
     _old_database(url, datetime.now(UTC))
     store = Store(url)
     try:
-        assert await store.prepare() == "0005"
+        assert await store.prepare() == SCHEMA_HEAD  # 0004 and every revision after it
         kinds = {r.id: r.kind for r in await store.requests.unfinished()}
         assert kinds == {"b-00000000000a": "bench", "r-00000000000b": "restart", "b-00000000000c": "bench"}
         done = await store.requests.get("t-00000000000d")
