@@ -52,6 +52,7 @@ class Live:
     running: set[asyncio.Task[None]] = field(default_factory=set)  # the job steps in flight right now
     push: SafetyNet | None = None  # the leader's journal streams, when they run
     looks: Looks = field(init=False)  # every look at a load or a node, scheduled or pushed: one at a time each
+    changing: tuple[float, frozenset[str]] = (0.0, frozenset())  # nodes in a settings change, and when read
 
     def __post_init__(self) -> None:
         self.looks = Looks(lambda: _context(self), self.notifier)
@@ -134,9 +135,22 @@ async def watch_node_job(node: str) -> None:
     live = _leading()
     if live is None:
         return
-    if live.push is not None and not live.push.due(node):
+    if live.push is not None and not live.push.due(node) and node not in await _changing(live):
         return  # its journal stream is up: the poll is the safety net, every [watch] safety_interval
     await live.looks.watch(node)
+
+
+async def _changing(live: Live) -> frozenset[str]:
+    """The nodes a settings change is running on, read at most every half ``[watch] interval``: a change's
+    verification reads the watcher's notices (unhealthy, hung), which no journal line announces, so those nodes
+    are polled every ``interval`` whatever their stream says."""
+    at, nodes = live.changing
+    store = live.runtime.store
+    if store is None or time.monotonic() - at < live.runtime.config.watch.interval / 2:
+        return nodes
+    nodes = frozenset(s.node for ch in await store.changes.running() for s in ch.steps)
+    live.changing = (time.monotonic(), nodes)
+    return nodes
 
 
 async def expire_request_job(request_id: str) -> None:

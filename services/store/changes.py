@@ -83,9 +83,11 @@ class ChangesRepo(Repository, Changes):
         return _records(conn, conn.execute(query).all())
 
     @reading
-    def running(self, conn: Connection, service: str) -> list[ChangeRecord]:
-        rows = conn.execute(select(changes).where(changes.c.service == service, changes.c.state == "running")
-                            .order_by(changes.c.number)).all()
+    def running(self, conn: Connection, service: str | None = None) -> list[ChangeRecord]:
+        query = select(changes).where(changes.c.state == "running")
+        if service is not None:
+            query = query.where(changes.c.service == service)
+        rows = conn.execute(query.order_by(changes.c.number)).all()
         return _records(conn, rows)
 
     @writing

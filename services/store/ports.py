@@ -406,8 +406,8 @@ class Changes(Protocol):
         """The newest ``limit`` changes (of ``service`` only, when given), newest first, with their steps."""
         ...
 
-    async def running(self, service: str) -> list[ChangeRecord]:
-        """The changes of ``service`` not decided yet (state ``running``), oldest first."""
+    async def running(self, service: str | None = None) -> list[ChangeRecord]:
+        """The changes of ``service`` (or of every service) not decided yet (state ``running``), oldest first."""
         ...
 
     async def move(self, change_id: str, from_states: AbstractSet[str], to_state: str, at: datetime,
