@@ -115,7 +115,12 @@ async def test_a_change_kept_rolled_back_and_reverted_on_real_systemd(conv_node:
         failed = notices(b, f"❌ change #2 on {SERVICE} failed:", NOTIFY)
         assert len(failed) == 1 and "↩️ rolling back to the settings of" in failed[0]
         assert argv_of(node) == changed and "STANDIN_FAIL_FILE" not in environ_of(node)
-        assert any(cmd.startswith("sudo -n systemctl reset-failed -- ") for cmd in b.commands)  # the start limit
+        # Whether systemd's start limit was reached before the rollback's restart depends on how the node's
+        # restarts and the bot's look interleave; when it was, the rollback cleared it (reset-failed alone is
+        # held to real systemd in test_change_systemd.py).
+        journal = c.run("journalctl", "-u", UNIT, "--no-pager", check=False).stdout
+        if "Start request repeated too quickly" in journal:
+            assert any(cmd.startswith("sudo -n systemctl reset-failed -- ") for cmd in b.commands)
         # Revert: the operator's unit alone; the operator's drop-in untouched throughout.
         reply = await b.ask(f"revert {SERVICE}")
         assert reply.ok, reply.error
