@@ -51,7 +51,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ from bench.cluster import (
     PR_SET_CHILD_SUBREAPER,
     _settle,
     reap_all,
+    stop_event,
     write_config,
     write_ssh_config,
 )
@@ -379,7 +379,7 @@ def _cheap_files(manifest: Manifest, groups: list[Group], user: str, n_nodes: in
             manifest.push_watch_configs[n] = str(cfg)
 
 
-def _reap_orphans() -> None:
+def reap_orphans() -> None:
     """Reap every child that has exited (an sshd listener too: Popen then finds it gone, which is fine)."""
     while True:
         try:
@@ -433,19 +433,8 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
     # Every sshd (and each connection and shell it forks) in a cgroup of its own: the node side's CPU per
     # question is read from it (bench.contenders.openssh_multiplexed).
     cpu_group = CpuGroup.create(f"ibench-cheap-{os.getpid()}")
-    stop = asyncio.Event()
+    stop = stop_event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
-
-    def _watch_stdin() -> None:
-        with contextlib.suppress(OSError):
-            while os.read(0, 4096):  # b"" at EOF: the parent closed the pipe or died
-                pass
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(stop.set)
-
-    threading.Thread(target=_watch_stdin, daemon=True, name="stdin-eof").start()
     inotify = _raise_inotify_instances(n_nodes + 128)
     try:
         rec = await asyncio.wait_for(record(workdir, key, user, node_cost), start_timeout_s)
@@ -453,8 +442,8 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
         # As the subreaper this process inherits what sshd orphans (about one process per closed connection):
         # reap them as they die instead of holding thousands of zombies. Only now: the simulated nodes'
         # processes, whose exit statuses asyncio waits for, are gone.
-        loop.add_signal_handler(signal.SIGCHLD, _reap_orphans)
-        _reap_orphans()
+        loop.add_signal_handler(signal.SIGCHLD, reap_orphans)
+        reap_orphans()
         answers_dir = workdir / "answers"
         lengths = await asyncio.to_thread(write_answers, answers_dir, {
             rec["settings_command"]: rec["settings_answer"], rec["watch_command"]: rec["watch_answer"],

@@ -153,7 +153,7 @@ async def run_cluster(n_nodes: int, config_ns: list[int], workdir: Path, manifes
                         ssh_config=str(workdir / "ssh_config"), cluster_pid=os.getpid())
     sims: list[SimNode] = []
     sshds: list[Sshd] = []
-    stop = _stop_event()
+    stop = stop_event()
     try:
         _add_sims(sims, n_nodes, workdir, run_as=user if os.geteuid() == 0 else None)
         if not await _start_sims(sims, started + start_timeout_s, start_timeout_s, stop):
@@ -178,7 +178,7 @@ async def run_cluster(n_nodes: int, config_ns: list[int], workdir: Path, manifes
         reap_all()
 
 
-def _stop_event() -> asyncio.Event:
+def stop_event() -> asyncio.Event:
     """An event set on SIGTERM, SIGINT or SIGHUP, or once standard input closes (the parent closed it or died)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -36,12 +36,12 @@ from bench.cheap import (
     GROUP,
     NODE_TIMEOUT,
     Group,
-    _reap_orphans,
     cheap_host,
+    reap_orphans,
     start_group,
     write_cheap_ssh_config,
 )
-from bench.cluster import PR_SET_CHILD_SUBREAPER, _stop_event, reap_all, write_config
+from bench.cluster import PR_SET_CHILD_SUBREAPER, reap_all, stop_event, write_config
 from bench.common import Manifest, NodeInfo
 from bench.real_record import OUT as RECORDING
 from bench.real_record import command_id
@@ -178,13 +178,13 @@ async def run(n_nodes: int, config_ns: list[int], workdir: Path, manifest_path: 
     meta = json.loads((RECORDING / "meta.json").read_text())
     manifest = Manifest(workdir=str(workdir), key_file=str(key.private), known_hosts=str(workdir / "known_hosts"),
                         ssh_config=str(workdir / "ssh_config"), cluster_pid=os.getpid(), kind="real-cheap")
-    stop = _stop_event()
+    stop = stop_event()
     groups: list[Group] = []
     try:
         hosts = [cheap_host(i) for i in range(n_nodes)]
         answers_dir, commands = await _probe_answers(manifest, meta, workdir, hosts[0], user)
         # As the subreaper this process inherits what sshd orphans: reaped as they die (see bench.cheap).
-        asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, _reap_orphans)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, reap_orphans)
         script = _write_dispatcher(workdir, commands, answers_dir, meta, node_time)
         if not await _start_groups(groups, hosts, workdir, key, answers_dir, script, stop):
             return 1
