@@ -53,7 +53,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ from services.node.journal_stream import stream_command
 from services.node.probe import session_answer_end
 from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, kimi_node
-from tests.sshd import SSHD, ClientKey, free_port, login_user, start_sshd
+from tests.sshd import SSHD, ClientKey, Sshd, free_port, login_user, start_sshd
 
 GROUP = 16  # OpenSSH's limit of ListenAddress lines per sshd
 MAX_NODES = 250 * 250
@@ -278,6 +278,77 @@ def _recording_files(m: Manifest, infos: dict[str, NodeInfo], known: list[str], 
     return commands
 
 
+def _recording_sims(rec: Path, run_as: str | None) -> dict[str, SimNode]:
+    """The two simulated Kimi nodes to record (not started): one loading, one whose load is quick (ready)."""
+    sims: dict[str, SimNode] = {}
+    for state, fast in (("loading", False), ("ready", True)):
+        root = rec / state
+        root.mkdir()
+        os.chmod(root, 0o755)
+        sims[state] = SimNode(root, kimi_node(port=free_port(), hostname=f"node-{state}", fast=fast), run_as=run_as)
+    return sims
+
+
+async def _serve_over_ssh(sims: dict[str, SimNode], key: ClientKey, user: str, sshds: list[Sshd]
+                          ) -> tuple[dict[str, NodeInfo], list[str]]:
+    """A real sshd in front of each simulated node (appended to ``sshds`` as it starts, for the caller to stop);
+    the nodes as the bench describes them, and their known_hosts lines."""
+    infos: dict[str, NodeInfo] = {}
+    known: list[str] = []
+    for state, sim in sims.items():
+        sshd = await asyncio.to_thread(start_sshd, key, sim.shell_env(), "127.0.0.1", user)
+        sshds.append(sshd)
+        known.append(sshd.known_hosts_line())
+        infos[state] = NodeInfo(name=f"rec-{state}", host=sshd.host, port=sshd.port, user=user,
+                                sim_root=str(sim.root), env=sim.shell_env(), vllm_port=sim.sc.units[0].port)
+    return infos, known
+
+
+async def _record_answers(ssh_config: Path, name: str, state: str, commands: dict[str, str]) -> dict[str, bytes]:
+    """Ask one recording node each command once over real SSH; its stdout, checked to be a whole answer."""
+    answers: dict[str, bytes] = {}
+    for what in ("settings", "watch", "watch-session"):
+        # The persistent session (the leader's watcher) is asked once: one line in, one answer and
+        # its "done" line out, then its input ends and so does its loop.
+        out, err, rc = await _ssh_once(ssh_config, name, commands[what], b"\n" if what == "watch-session" else None)
+        if rc != 0 or END_MARK.encode() not in out or (
+                what == "watch-session" and session_answer_end(bytearray(out)) is None):
+            raise RuntimeError(f"recording the {what} answer of the {state} node failed (exit {rc}): "
+                               f"{err.decode(errors='replace')[-500:]}")
+        answers[what] = out
+    return answers
+
+
+async def _node_cost(infos: dict[str, NodeInfo], commands: dict[str, dict[str, str]], user: str,
+                     run_as: str | None) -> dict[str, Any]:
+    """The settings and watch probes run locally on each recording node: their CPU and forks there."""
+    cost: dict[str, Any] = {}
+    for state, info in infos.items():
+        env = node_env(user, info.env)
+        for what in ("settings", "watch"):
+            cost.setdefault(what, {})[state] = await asyncio.to_thread(
+                measure_node_cost, commands[state][what], env, run_as, 5)
+    return cost
+
+
+def _recorded(sims: dict[str, SimNode], commands: dict[str, dict[str, str]], answers: dict[str, dict[str, bytes]],
+              cost: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`record` returns: the commands the cheap nodes answer, with their recorded answers."""
+    return {
+        # Every cheap node is configured like the loading node (same unit, same bench_dir): the bot's
+        # settings command for it is the one recorded; the watcher's command has no per-node part.
+        "bench_dir": sims["loading"].bench_dir,
+        "settings_command": commands["loading"]["settings"],
+        "watch_command": commands["ready"]["watch"],
+        "watch_session_command": commands["ready"]["watch-session"],
+        "settings_answer": answers["loading"]["settings"],
+        "watch_answer": answers["ready"]["watch"],
+        "watch_session_answer": answers["ready"]["watch-session"],
+        "node_cost": cost,
+        "answers_by_state": {s: {w: len(a) for w, a in v.items()} for s, v in answers.items()},
+    }
+
+
 async def record(workdir: Path, key: ClientKey, user: str, node_cost: bool, timeout_s: float = 120.0
                  ) -> dict[str, Any]:
     """Start the two simulated nodes, record their answers over SSH (and measure the probe's node cost)."""
@@ -285,62 +356,21 @@ async def record(workdir: Path, key: ClientKey, user: str, node_cost: bool, time
     rec = workdir / "recording"
     rec.mkdir()
     os.chmod(rec, 0o755)
-    sims: dict[str, SimNode] = {}
-    for state, fast in (("loading", False), ("ready", True)):
-        root = rec / state
-        root.mkdir()
-        os.chmod(root, 0o755)
-        sims[state] = SimNode(root, kimi_node(port=free_port(), hostname=f"node-{state}", fast=fast), run_as=run_as)
-    sshds = []
+    sims = _recording_sims(rec, run_as)
+    sshds: list[Sshd] = []
     try:
         await asyncio.gather(*(s.start() for s in sims.values()))
         deadline = time.monotonic() + timeout_s
         await asyncio.gather(_settle(sims["loading"], deadline), sims["ready"].wait_for(KIMI_UNIT, "ready", timeout_s))
-        infos: dict[str, NodeInfo] = {}
-        known: list[str] = []
-        for state, sim in sims.items():
-            sshd = await asyncio.to_thread(start_sshd, key, sim.shell_env(), "127.0.0.1", user)
-            sshds.append(sshd)
-            known.append(sshd.known_hosts_line())
-            infos[state] = NodeInfo(name=f"rec-{state}", host=sshd.host, port=sshd.port, user=user,
-                                    sim_root=str(sim.root), env=sim.shell_env(), vllm_port=sim.sc.units[0].port)
+        infos, known = await _serve_over_ssh(sims, key, user, sshds)
         m = Manifest(workdir=str(rec), key_file=str(key.private), known_hosts=str(rec / "known_hosts"),
                      ssh_config=str(rec / "ssh_config"))
         bench_dirs = {info.name: sims[state].bench_dir for state, info in infos.items()}
         commands = await asyncio.to_thread(_recording_files, m, infos, known, bench_dirs)
-        answers: dict[str, dict[str, bytes]] = {}
-        for state, info in infos.items():
-            answers[state] = {}
-            for what in ("settings", "watch", "watch-session"):
-                # The persistent session (the leader's watcher) is asked once: one line in, one answer and
-                # its "done" line out, then its input ends and so does its loop.
-                out, err, rc = await _ssh_once(Path(m.ssh_config), info.name, commands[state][what],
-                                               b"\n" if what == "watch-session" else None)
-                if rc != 0 or END_MARK.encode() not in out or (
-                        what == "watch-session" and session_answer_end(bytearray(out)) is None):
-                    raise RuntimeError(f"recording the {what} answer of the {state} node failed (exit {rc}): "
-                                       f"{err.decode(errors='replace')[-500:]}")
-                answers[state][what] = out
-        cost: dict[str, Any] = {}
-        if node_cost:
-            for state, info in infos.items():
-                env = node_env(user, info.env)
-                for what in ("settings", "watch"):
-                    cost.setdefault(what, {})[state] = await asyncio.to_thread(
-                        measure_node_cost, commands[state][what], env, run_as, 5)
-        return {
-            # Every cheap node is configured like the loading node (same unit, same bench_dir): the bot's
-            # settings command for it is the one recorded; the watcher's command has no per-node part.
-            "bench_dir": sims["loading"].bench_dir,
-            "settings_command": commands["loading"]["settings"],
-            "watch_command": commands["ready"]["watch"],
-            "watch_session_command": commands["ready"]["watch-session"],
-            "settings_answer": answers["loading"]["settings"],
-            "watch_answer": answers["ready"]["watch"],
-            "watch_session_answer": answers["ready"]["watch-session"],
-            "node_cost": cost,
-            "answers_by_state": {s: {w: len(a) for w, a in v.items()} for s, v in answers.items()},
-        }
+        answers = {state: await _record_answers(Path(m.ssh_config), info.name, state, commands[state])
+                   for state, info in infos.items()}
+        cost = await _node_cost(infos, commands, user, run_as) if node_cost else {}
+        return _recorded(sims, commands, answers, cost)
     finally:
         for s in sshds:
             s.stop()
@@ -418,6 +448,86 @@ def _cheap_nodes(n: int, groups: list[Group], user: str) -> list[NodeInfo]:
                      env={}, vllm_port=0) for i in range(n)]
 
 
+@dataclass
+class _NodeSide:
+    """What the cluster process starts and must undo: the sshd groups, their cgroup, the raised inotify limit."""
+
+    cpu_group: CpuGroup | None
+    inotify_was: int | None = None
+    groups: list[Group] = field(default_factory=list)
+
+    async def start_groups(self, hosts: list[str], workdir: Path, client_pub: Path, answers_dir: Path,
+                           stop: asyncio.Event) -> bool:
+        """One sshd per ``GROUP`` hosts, each put in the cgroup; False when told to stop first."""
+        for first in range(0, len(hosts), GROUP):
+            if stop.is_set():
+                return False
+            gdir = workdir / "sshd" / f"g{first // GROUP:03d}"
+            self.groups.append(await asyncio.to_thread(start_group, hosts[first:first + GROUP], gdir, client_pub,
+                                                       answers_dir))
+            if self.cpu_group is not None and not self.cpu_group.add(self.groups[-1].proc.pid):
+                self.cpu_group = None
+        return True
+
+    def close(self) -> None:
+        """Stop every sshd, reap what is left, remove the cgroup and put the inotify limit back."""
+        for g in self.groups:
+            g.stop()
+        reap_all()
+        if self.cpu_group is not None:
+            self.cpu_group.remove()
+        if self.inotify_was is not None:
+            _put_inotify_back(self.inotify_was)
+
+
+def _write_recorded_answers(answers_dir: Path, rec: dict[str, Any]) -> dict[str, int]:
+    """The answers directory the cheap nodes serve: the recorded answers, the warm-up's and the journal stream's."""
+    return write_answers(answers_dir, {
+        rec["settings_command"]: rec["settings_answer"], rec["watch_command"]: rec["watch_answer"],
+        rec["watch_session_command"]: rec["watch_session_answer"], WARM_COMMAND: b"",
+        STREAM_COMMAND: STREAM_COMMAND.encode()},
+        [rec["watch_session_command"]], [STREAM_COMMAND])
+
+
+def _answer_entry(origin: str, command_bytes: int, answer: bytes, answers_dir: Path) -> dict[str, Any]:
+    """One recorded answer as the manifest describes it."""
+    return {"from": origin, "command_bytes": command_bytes, "answer_bytes": len(answer),
+            "answer_sha256": hashlib.sha256(answer).hexdigest(), "answer_file": str(answers_dir / str(command_bytes))}
+
+
+def _recording_summary(rec: dict[str, Any], lengths: dict[str, int], answers_dir: Path, record_s: float
+                       ) -> dict[str, Any]:
+    """The manifest's ``recording``: where each answer came from, its size, digest and file."""
+    ready = "simulated Kimi node, loaded and ready"
+    return {
+        "settings": _answer_entry("simulated Kimi node, 13 min into a 30 min load (as bench.cluster)",
+                                  lengths[rec["settings_command"]], rec["settings_answer"], answers_dir),
+        "watch": _answer_entry(ready, lengths[rec["watch_command"]], rec["watch_answer"], answers_dir),
+        # What the leader's watcher asks: the same probe on one persistent session per node, answered
+        # (the same answer, then its "done" line) once per newline.
+        "watch_session": _answer_entry(ready, lengths[rec["watch_session_command"]], rec["watch_session_answer"],
+                                       answers_dir),
+        "answers_by_state": rec["answers_by_state"],
+        "node_cost": rec["node_cost"],
+        "record_s": round(record_s, 1),
+    }
+
+
+def _node_side_summary(side: _NodeSide, n_nodes: int, groups_s: float, answers_dir: Path) -> dict[str, Any]:
+    """The manifest's ``node_side``: the sshd processes serving the nodes and how their CPU is read."""
+    cpu_group = side.cpu_group
+    return {
+        "nodes": n_nodes, "sshd_processes": len(side.groups), "nodes_per_sshd": GROUP,
+        "sshd_pids": [g.proc.pid for g in side.groups], "start_sshd_s": round(groups_s, 2),
+        "force_command": force_command(answers_dir),
+        "addresses": f"{cheap_host(0)} … {cheap_host(n_nodes - 1)}",
+        "cgroup": str(cpu_group.path) if cpu_group is not None else None,
+        "cpu_accounting": ("cgroup v2 cpu.stat" if cpu_group.v2 else "cgroup v1 cpuacct.usage")
+        if cpu_group is not None else "/proc utime+stime+cutime+cstime of the sshd tree (clock ticks; a "
+                                      "child counts once reaped)",
+    }
+
+
 async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], workdir: Path, manifest_path: Path,
                     node_cost: bool, start_timeout_s: float) -> int:
     """Record, start the groups, write the files and the manifest, wait for the stop signal, tear down."""
@@ -429,82 +539,35 @@ async def run_cheap(n_nodes: int, config_ns: list[int], watch_ns: list[int], wor
     key = ClientKey(keydir)
     manifest = Manifest(workdir=str(workdir), key_file=str(key.private), known_hosts=str(workdir / "known_hosts"),
                         ssh_config=str(workdir / "ssh_config"), cluster_pid=os.getpid(), kind="cheap")
-    groups: list[Group] = []
     # Every sshd (and each connection and shell it forks) in a cgroup of its own: the node side's CPU per
     # question is read from it (bench.contenders.openssh_multiplexed).
-    cpu_group = CpuGroup.create(f"ibench-cheap-{os.getpid()}")
+    side = _NodeSide(CpuGroup.create(f"ibench-cheap-{os.getpid()}"))
     stop = stop_event()
-    loop = asyncio.get_running_loop()
-    inotify = _raise_inotify_instances(n_nodes + 128)
+    side.inotify_was = _raise_inotify_instances(n_nodes + 128)
     try:
         rec = await asyncio.wait_for(record(workdir, key, user, node_cost), start_timeout_s)
         record_s = time.monotonic() - started
         # As the subreaper this process inherits what sshd orphans (about one process per closed connection):
         # reap them as they die instead of holding thousands of zombies. Only now: the simulated nodes'
         # processes, whose exit statuses asyncio waits for, are gone.
-        loop.add_signal_handler(signal.SIGCHLD, reap_orphans)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGCHLD, reap_orphans)
         reap_orphans()
         answers_dir = workdir / "answers"
-        lengths = await asyncio.to_thread(write_answers, answers_dir, {
-            rec["settings_command"]: rec["settings_answer"], rec["watch_command"]: rec["watch_answer"],
-            rec["watch_session_command"]: rec["watch_session_answer"], WARM_COMMAND: b"",
-            STREAM_COMMAND: STREAM_COMMAND.encode()},
-            [rec["watch_session_command"]], [STREAM_COMMAND])
+        lengths = await asyncio.to_thread(_write_recorded_answers, answers_dir, rec)
         t0 = time.monotonic()
-        hosts = [cheap_host(i) for i in range(n_nodes)]
-        for first in range(0, n_nodes, GROUP):
-            if stop.is_set():
-                return 1
-            gdir = workdir / "sshd" / f"g{first // GROUP:03d}"
-            groups.append(await asyncio.to_thread(start_group, hosts[first:first + GROUP], gdir, key.public,
-                                                  answers_dir))
-            if cpu_group is not None and not cpu_group.add(groups[-1].proc.pid):
-                cpu_group = None
+        if not await side.start_groups([cheap_host(i) for i in range(n_nodes)], workdir, key.public, answers_dir,
+                                       stop):
+            return 1
         groups_s = time.monotonic() - t0
-        _cheap_files(manifest, groups, user, n_nodes, config_ns, watch_ns, rec["bench_dir"])
-        manifest.recording = {
-            "settings": {"from": "simulated Kimi node, 13 min into a 30 min load (as bench.cluster)",
-                         "command_bytes": lengths[rec["settings_command"]],
-                         "answer_bytes": len(rec["settings_answer"]),
-                         "answer_sha256": hashlib.sha256(rec["settings_answer"]).hexdigest(),
-                         "answer_file": str(answers_dir / str(lengths[rec["settings_command"]]))},
-            "watch": {"from": "simulated Kimi node, loaded and ready",
-                      "command_bytes": lengths[rec["watch_command"]], "answer_bytes": len(rec["watch_answer"]),
-                      "answer_sha256": hashlib.sha256(rec["watch_answer"]).hexdigest(),
-                      "answer_file": str(answers_dir / str(lengths[rec["watch_command"]]))},
-            # What the leader's watcher asks: the same probe on one persistent session per node, answered
-            # (the same answer, then its "done" line) once per newline.
-            "watch_session": {
-                "from": "simulated Kimi node, loaded and ready", "command_bytes": lengths[rec["watch_session_command"]],
-                "answer_bytes": len(rec["watch_session_answer"]),
-                "answer_sha256": hashlib.sha256(rec["watch_session_answer"]).hexdigest(),
-                "answer_file": str(answers_dir / str(lengths[rec["watch_session_command"]]))},
-            "answers_by_state": rec["answers_by_state"],
-            "node_cost": rec["node_cost"],
-            "record_s": round(record_s, 1),
-        }
-        manifest.node_side = {
-            "nodes": n_nodes, "sshd_processes": len(groups), "nodes_per_sshd": GROUP,
-            "sshd_pids": [g.proc.pid for g in groups], "start_sshd_s": round(groups_s, 2),
-            "force_command": force_command(answers_dir),
-            "addresses": f"{cheap_host(0)} … {cheap_host(n_nodes - 1)}",
-            "cgroup": str(cpu_group.path) if cpu_group is not None else None,
-            "cpu_accounting": ("cgroup v2 cpu.stat" if cpu_group.v2 else "cgroup v1 cpuacct.usage")
-            if cpu_group is not None else "/proc utime+stime+cutime+cstime of the sshd tree (clock ticks; a "
-                                          "child counts once reaped)",
-        }
+        _cheap_files(manifest, side.groups, user, n_nodes, config_ns, watch_ns, rec["bench_dir"])
+        manifest.recording = _recording_summary(rec, lengths, answers_dir, record_s)
+        manifest.node_side = _node_side_summary(side, n_nodes, groups_s, answers_dir)
         manifest.start_s = time.monotonic() - started
         manifest.save(manifest_path)
         await stop.wait()
         return 0
     finally:
-        for g in groups:
-            g.stop()
-        reap_all()
-        if cpu_group is not None:
-            cpu_group.remove()
-        if inotify is not None:
-            _put_inotify_back(inotify)
+        side.close()
 
 
 def main() -> int:
