@@ -28,14 +28,15 @@ import logging
 import resource
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.common import raise_nofile, read_vm_hwm_kib, summarize
 from bench.warm_client import _import_front_end
 from bot import jobs
 from bot.app import runtime
+from bot.push import Push
 from bot.scheduler import BotScheduler
 from config.loader import load_config
 from config.models import Node, Service
@@ -43,6 +44,13 @@ from handlers.notify import RecordingNotifier
 from services.cluster import NodeReport
 from services.models import ServiceState
 from services.node.probe import NodeRaw, ProbeOptions
+
+
+class ProbeNode(Protocol):
+    """``Cluster.probe_node`` as the watcher calls it."""
+
+    def __call__(self, node: Node, services: Sequence[Service], options: ProbeOptions, keep_raw: bool = True
+                 ) -> Awaitable[tuple[NodeReport, list[ServiceState], NodeRaw | None]]: ...
 
 
 def _cpu_s() -> float:
@@ -54,12 +62,92 @@ def _sys_s() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
+class _PollCounter:
+    """Counts the watcher's polls (ok / failed, the first few failures) and marks the end of the first round."""
+
+    def __init__(self, n: int, real_probe: ProbeNode) -> None:
+        self.n = n
+        self.real_probe = real_probe
+        self.polls = {"ok": 0, "failed": 0}
+        self.failures: list[str] = []
+        self.first_round = asyncio.Event()
+
+    @property
+    def total(self) -> int:
+        """Polls counted so far, answered or not."""
+        return self.polls["ok"] + self.polls["failed"]
+
+    async def probe(self, node: Node, services: Sequence[Service], options: ProbeOptions,
+                    keep_raw: bool = True) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
+        """The cluster's own probe, counted."""
+        report, states, raw = await self.real_probe(node, services, options, keep_raw=keep_raw)
+        if report.ok and all(s.state != "unreachable" for s in states):
+            self.polls["ok"] += 1
+        else:
+            self.polls["failed"] += 1
+            if report.error is not None and len(self.failures) < 5:
+                self.failures.append(f"{node.name}: {report.error.reason}")
+        if self.total >= self.n:
+            self.first_round.set()
+        return report, states, raw
+
+
+def _stream_opens(streams: Push | None) -> int:
+    return 0 if streams is None else sum(j.opens for j in streams.journals.values())
+
+
+def _streams_open(streams: Push | None) -> int:
+    return 0 if streams is None else sum(j.connected for j in streams.journals.values())
+
+
+async def _first_round(sched: BotScheduler, counter: _PollCounter, limit_s: float, push: bool,
+                       out: dict[str, Any]) -> int:
+    """Wait out the first round (connections, sessions and, with push, the journal streams opened); the
+    stream opens so far."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(counter.first_round.wait(), limit_s)
+    live = jobs.current()
+    if live is not None:
+        # The first round's jobs go on after their probe answered (the watcher's first reads of its
+        # baselines, memos and last samples from the database, once per service): they end before the
+        # window opens, so it holds steady polls only.
+        await live.drain(limit_s)
+    if not push:
+        return 0
+    streams = sched.push
+    await _until(lambda: streams is not None and all(j.connected for j in streams.journals.values()), limit_s)
+    out["streams_open"] = _streams_open(streams)
+    return _stream_opens(streams)
+
+
+async def _window(seconds: float, profile_path: str | None) -> tuple[float, float, float]:
+    """Sleep through the measured window (profiled when asked): its wall, CPU and system CPU seconds."""
+    prof = cProfile.Profile() if profile_path else None
+    c1, t1, k1 = _cpu_s(), time.monotonic(), _sys_s()
+    if prof is not None:
+        prof.enable()
+    await asyncio.sleep(seconds)
+    if prof is not None:
+        prof.disable()
+    c2, t2, k2 = _cpu_s(), time.monotonic(), _sys_s()
+    if prof is not None and profile_path is not None:
+        prof.dump_stats(profile_path)
+    return t2 - t1, c2 - c1, k2 - k1
+
+
+async def _push_figures(streams: Push | None, opens_before: int, config_path: str) -> dict[str, Any]:
+    """The journal streams over the window, and the nodes' side of them."""
+    return {"window_stream_opens": _stream_opens(streams) - opens_before,
+            "streams_open_at_end": _streams_open(streams),
+            "silent_restarts": 0 if streams is None else streams.silent_restarts,
+            "node_side": await asyncio.to_thread(node_streams, config_path)}
+
+
 async def measure(config_path: str, intervals: int, first_round_limit_s: float,
                   profile_path: str | None = None) -> dict[str, Any]:
     """Start the scheduler's watchers, let one round pass, then measure ``intervals`` intervals."""
     config = load_config(config_path)
-    nodes = sorted({s.node for s in config.services})
-    n = len(nodes)
+    n = len({s.node for s in config.services})
     push = config.watch.push
     # With the journal streams the poll of a node whose stream is up runs every safety_interval: the window
     # holds whole rounds of those (and the 15 s jobs that find nothing due in between).
@@ -67,88 +155,51 @@ async def measure(config_path: str, intervals: int, first_round_limit_s: float,
     out: dict[str, Any] = {"nodes": n, "services": len(config.services), "interval_s": interval,
                            "intervals": intervals, "push": push, "errors": []}
     out["slack_front_end_imported"] = _import_front_end()
-    polls = {"ok": 0, "failed": 0}
-    failures: list[str] = []
-    first_round = asyncio.Event()
     async with runtime(config) as rt:
-        real_probe = rt.cluster.probe_node
-
-        async def counting_probe(node: Node, services: Sequence[Service], options: ProbeOptions,
-                                 keep_raw: bool = True) -> tuple[NodeReport, list[ServiceState], NodeRaw | None]:
-            report, states, raw = await real_probe(node, services, options, keep_raw=keep_raw)
-            if report.ok and all(s.state != "unreachable" for s in states):
-                polls["ok"] += 1
-            else:
-                polls["failed"] += 1
-                if report.error is not None and len(failures) < 5:
-                    failures.append(f"{node.name}: {report.error.reason}")
-            if polls["ok"] + polls["failed"] >= n:
-                first_round.set()
-            return report, states, raw
-
-        rt.cluster.probe_node = counting_probe  # type: ignore[method-assign]  # counts, then does the real work
+        counter = _PollCounter(n, rt.cluster.probe_node)
+        rt.cluster.probe_node = counter.probe  # type: ignore[method-assign,assignment]  # counts, then does the real work
         notifier = RecordingNotifier()
         sched = BotScheduler()
         c0, t0 = _cpu_s(), time.monotonic()
         await sched.start(rt.with_ports(notifier=notifier, jobs=sched), watch=True)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(first_round.wait(), first_round_limit_s)
-        live = jobs.current()
-        if live is not None:
-            # The first round's jobs go on after their probe answered (the watcher's first reads of its
-            # baselines, memos and last samples from the database, once per service): they end before the
-            # window opens, so it holds steady polls only.
-            await live.drain(first_round_limit_s)
-        if push:
-            streams = sched.push
-            await _until(lambda: streams is not None and all(j.connected for j in streams.journals.values()),
-                         first_round_limit_s)
-            out["streams_open"] = 0 if streams is None else sum(j.connected for j in streams.journals.values())
-            opens_before = 0 if streams is None else sum(j.opens for j in streams.journals.values())
+        opens_before = await _first_round(sched, counter, first_round_limit_s, push, out)
         out["first_round_s"] = round(time.monotonic() - t0, 2)
         out["first_round_cpu_s"] = round(_cpu_s() - c0, 2)
-        out["first_round_polls"] = dict(polls)
-        if polls["ok"] + polls["failed"] < n:
+        out["first_round_polls"] = dict(counter.polls)
+        if counter.total < n:
             out["errors"].append(f"the first round did not finish within {first_round_limit_s:g}s")
-        before = dict(polls)
+        before = dict(counter.polls)
         opens0 = rt.pool.session_opens
-        prof = cProfile.Profile() if profile_path else None
-        c1, t1, k1 = _cpu_s(), time.monotonic(), _sys_s()
-        if prof is not None:
-            prof.enable()
-        await asyncio.sleep(intervals * interval)
-        if prof is not None:
-            prof.disable()
-        c2, t2, k2 = _cpu_s(), time.monotonic(), _sys_s()
-        if prof is not None and profile_path is not None:
-            prof.dump_stats(profile_path)
+        wall, cpu, sys_cpu = await _window(intervals * interval, profile_path)
         window_opens = rt.pool.session_opens - opens0
-        window_polls = {k: polls[k] - before[k] for k in polls}
+        window_polls = {k: counter.polls[k] - before[k] for k in counter.polls}
         if push:
-            streams = sched.push
-            out["window_stream_opens"] = (0 if streams is None else
-                                          sum(j.opens for j in streams.journals.values()) - opens_before)
-            out["streams_open_at_end"] = 0 if streams is None else sum(j.connected for j in streams.journals.values())
-            out["silent_restarts"] = 0 if streams is None else streams.silent_restarts
-            out["node_side"] = await asyncio.to_thread(node_streams, config_path)
+            out.update(await _push_figures(sched.push, opens_before, config_path))
         await sched.shutdown()
         out.update(
-            window_s=round(t2 - t1, 2), window_cpu_s=round(c2 - c1, 3), window_sys_s=round(k2 - k1, 3),
-            cpu_percent_of_one_core=round(100 * (c2 - c1) / (t2 - t1), 2),
+            window_s=round(wall, 2), window_cpu_s=round(cpu, 3), window_sys_s=round(sys_cpu, 3),
+            cpu_percent_of_one_core=round(100 * cpu / wall, 2),
             window_polls=window_polls, expected_polls=intervals * n,
-            cpu_ms_per_poll=round(1000 * (c2 - c1) / max(1, sum(window_polls.values())), 2),
+            cpu_ms_per_poll=round(1000 * cpu / max(1, sum(window_polls.values())), 2),
             notices=len(notifier.posts),
-            connects=rt.pool.connects, failures=failures,
+            connects=rt.pool.connects, failures=counter.failures,
             # The leader polls on one persistent session per node: opened in the first round, then one
             # newline and one answer per poll (no channel opened in the window).
             session_opens=rt.pool.session_opens, window_session_opens=window_opens,
         )
-        if window_polls["failed"]:
-            out["errors"].append(f"{window_polls['failed']} polls failed: {failures[:2]}")
-        if sum(window_polls.values()) < intervals * n:
-            out["errors"].append(f"{sum(window_polls.values())} polls in the window, {intervals * n} expected")
+        out["errors"].extend(_window_errors(window_polls, intervals * n, counter.failures))
     out["peak_rss_kib"] = read_vm_hwm_kib()
     return out
+
+
+def _window_errors(window_polls: dict[str, int], expected: int, failures: list[str]) -> list[str]:
+    """Failed polls in the window, and fewer polls than its rounds hold."""
+    errors = []
+    if window_polls["failed"]:
+        errors.append(f"{window_polls['failed']} polls failed: {failures[:2]}")
+    if sum(window_polls.values()) < expected:
+        errors.append(f"{sum(window_polls.values())} polls in the window, {expected} expected")
+    return errors
 
 
 async def _until(ok: Callable[[], bool], limit_s: float) -> None:
