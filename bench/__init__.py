@@ -7,7 +7,7 @@ a recorded answer of the simulated Kimi node, 16 addresses per sshd, a separate 
 services), ``contenders/`` (how each contender is run and measured: one module per contender — ``inferbot``,
 ``openssh``, ``ansible_adhoc``, ``simulator`` — beside ``runs``, ``commands`` and ``processes``), ``nodecost``
 (the probe's CPU and forks on a node), ``machine`` (what it ran on), ``report`` (goals, table, JSON and
-Markdown), ``chart`` (wall time against N), ``readiness`` (notice latency), ``profile_client/`` (the bot's own
-cost per node, isolated: one module per mode, ``record``, ``pure``, ``ssh``, ``watch``), ``failover`` and
-``redaction`` (their own benchmarks).
+Markdown; issue 26's goals in ``push_report`` and ``slack_report``), ``chart`` (wall time against N),
+``readiness`` (notice latency), ``profile_client/`` (the bot's own cost per node, isolated: one module per mode,
+``record``, ``pure``, ``ssh``, ``watch``), ``failover`` and ``redaction`` (their own benchmarks).
 """

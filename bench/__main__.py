@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import contenders as c
-from bench import report, slack_report
+from bench import push_report, report, slack_report
 from bench.common import QUESTION, REPO_ROOT, Manifest, command_digest, raise_nofile, summarize
 from bench.machine import machine_info
 from bench.push_latency import measure_push
@@ -483,7 +483,7 @@ def _report(args: argparse.Namespace, machine: dict[str, Any], m: _Measured, sta
         "watch": watch,
         "startup": m.startup,
         "readiness": m.readiness,
-        "push_goals": report.push_goals(m.push, m.out.get("watch_push", {"status": "skipped"}), watch),
+        "push_goals": push_report.push_goals(m.push, m.out.get("watch_push", {"status": "skipped"}), watch),
         "push": m.push,
         "watch_push": m.out.get("watch_push", {"status": "skipped"}),
         "notes": _notes(machine),

@@ -1,4 +1,5 @@
-"""Summaries, ratios, goal verdicts, and the table / JSON / Markdown the benchmark leaves behind."""
+"""Summaries, ratios, goal verdicts, and the table / JSON / Markdown the benchmark leaves behind (issue 26's push
+goals are judged in ``bench.push_report``, the Slack path's in ``bench.slack_report``)."""
 
 from __future__ import annotations
 
@@ -29,14 +30,6 @@ COLD_S, COLD_VS_SSH = 0.6, 2.0  # inferbot ask --json at N = 1 (simulated node):
 HELP_S = 0.3  # inferbot --help
 PROBE_NODE_CPU_MS = 40.0  # the settings probe's CPU on the (simulated) node per question
 WATCH_CPU_PERCENT, WATCH_AT_N = 2.0, 512  # the watcher's CPU polling 512 services every 15 s
-# Issue 26's goals (push, not poll)
-READY_MEDIAN_S, READY_WORST_S = 1.0, 2.0  # the ✅ after "Application startup complete." in the journal
-DEATH_S = 2.0  # crash / unplanned restart / exit-0 notice after systemd's line
-IDLE_CPU_PERCENT = 1.0  # the leader with the journal streams of 512 services, nothing happening
-NODE_PROCESSES = 1  # per node, for all its services
-DEATH_KINDS = {"crash": "crash (main process killed, RestartSec=10): the ⚠️ after \"Main process exited\"",
-               "unplanned": "unplanned restart (`systemctl restart` on the node): the ⚠️ after \"Stopped …\"",
-               "exit_0": "engine death, vLLM exits 0: the ❌ after \"Deactivated successfully.\""}
 
 
 def result_row(r: Result) -> dict[str, Any]:
@@ -74,7 +67,8 @@ def _rss_mb(r: Result) -> float | None:
     return None
 
 
-def _kib_mb(kib: object) -> str:
+def kib_mb(kib: object) -> str:
+    """KiB as MB with one decimal, or "not measured"."""
     return f"{int(kib) / 1024:.1f} MB" if isinstance(kib, int) else "not measured"
 
 
@@ -156,7 +150,7 @@ def goals(rows: list[dict[str, Any]], cheap_ns: list[int], startup: dict[str, An
             *_cold_goals(rows), _help_goal(startup), *_node_probe_goals(node_cost), _watcher_goal(watch)]
 
 
-def _goal(goal: str, target: str, measured: str, verdict: str) -> dict[str, Any]:
+def goal_row(goal: str, target: str, measured: str, verdict: str) -> dict[str, Any]:
     """One goal's row of the report."""
     return {"goal": goal, "target": target, "measured": measured, "verdict": verdict}
 
@@ -168,7 +162,7 @@ def _warm_vs_mux_goal(rows: list[dict[str, Any]], cheap_ns: list[int]) -> dict[s
         return None if warm is None or mux is None else warm / mux
 
     vals, text = _per_n(cheap_ns, ratio, "×")
-    return _goal("inferbot warm ≤ 1.0× OpenSSH parallel mux (warmed ControlMaster), cheap nodes, every N",
+    return goal_row("inferbot warm ≤ 1.0× OpenSSH parallel mux (warmed ControlMaster), cheap nodes, every N",
                  f"≤ {WARM_VS_MUX:.1f}×", text, verdict(vals, WARM_VS_MUX))
 
 
@@ -178,7 +172,7 @@ def _client_cpu_goal(rows: list[dict[str, Any]], cheap_ns: list[int]) -> dict[st
     render_vals, render = _per_n(cheap_ns, lambda n: _render_cpu(rows, n), " ms")
     if any(v is not None for v in render_vals):
         text += f" (and the Slack render: {render})"
-    return _goal("client CPU per node per question (inferbot warm, cheap nodes), every N",
+    return goal_row("client CPU per node per question (inferbot warm, cheap nodes), every N",
                  f"≤ {CLIENT_CPU_MS:g} ms", text, verdict(vals, CLIENT_CPU_MS))
 
 
@@ -187,13 +181,13 @@ def _serving_rss_goal(rows: list[dict[str, Any]]) -> dict[str, Any]:
     row = next((r for r in rows if r["contender"] == WARM and r["nodes"] == RSS_AT_N and r.get("cluster") == CHEAP
                 and r["runs"] and r["peak_rss_mb"] is not None), None)
     rss = None if row is None else float(row["peak_rss_mb"])
-    return _goal(f"peak RSS of the serving bot, {RSS_AT_N} nodes configured and answered (cheap nodes)",
+    return goal_row(f"peak RSS of the serving bot, {RSS_AT_N} nodes configured and answered (cheap nodes)",
                  f"≤ {RSS_AT_MB:g} MB",
                  "— (not run)" if row is None else
                  f"{rss:.1f} MB (VmHWM, answered and rendered for Slack, what `inferbot serve` imports imported: "
                  f"{row['extra'].get('slack_front_end_imported')}, Alembic in the process: "
                  f"{row['extra'].get('alembic_imported')}; on a new state database, first start: "
-                 f"{_kib_mb(row['extra'].get('first_start_peak_rss_kib'))})",
+                 f"{kib_mb(row['extra'].get('first_start_peak_rss_kib'))})",
                  verdict([rss], RSS_AT_MB))
 
 
@@ -201,10 +195,10 @@ def _cold_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Cold ``inferbot ask --json`` at N = 1 on the simulated node: its wall, and that ÷ one-shot ``ssh``."""
     cold, one_shot = _median(rows, COLD, 1), _median(rows, SEQ, 1)
     r = None if cold is None or one_shot is None else cold / one_shot
-    return [_goal("cold `inferbot ask \"what are current settings?\" --json`, N = 1 (simulated node)",
+    return [goal_row("cold `inferbot ask \"what are current settings?\" --json`, N = 1 (simulated node)",
                   f"≤ {COLD_S:g} s", "— (N = 1 not run)" if cold is None else f"{cold:.2f} s",
                   verdict([cold], COLD_S)),
-            _goal("cold `inferbot ask` ÷ one-shot `ssh` running the same remote command, N = 1 (issue 15's "
+            goal_row("cold `inferbot ask` ÷ one-shot `ssh` running the same remote command, N = 1 (issue 15's "
                   "1.5× retired by issue 26: kept at or under 2.0×)",
                   f"≤ {COLD_VS_SSH:g}×", "—" if r is None else f"{r:.2f}× ({cold:.2f} s vs {one_shot:.2f} s)",
                   verdict([r], COLD_VS_SSH))]
@@ -213,7 +207,7 @@ def _cold_goals(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _help_goal(startup: dict[str, Any]) -> dict[str, Any]:
     """``inferbot --help``'s median wall."""
     help_s = startup.get("help", {}).get("wall_s", {}).get("median")
-    return _goal("`inferbot --help`", f"≤ {HELP_S:g} s", "—" if help_s is None else f"{help_s:.2f} s",
+    return goal_row("`inferbot --help`", f"≤ {HELP_S:g} s", "—" if help_s is None else f"{help_s:.2f} s",
                  verdict([help_s], HELP_S))
 
 
@@ -221,9 +215,9 @@ def _node_probe_goals(node_cost: dict[str, Any]) -> list[dict[str, Any]]:
     """The settings probe's CPU on the simulated node, and the watcher's poll lighter than it."""
     probe, probe_text = _worst_cost(node_cost, "settings")
     poll, poll_text = _worst_cost(node_cost, "watch")
-    return [_goal("the settings probe's CPU on the simulated node per question (worst node state)",
+    return [goal_row("the settings probe's CPU on the simulated node per question (worst node state)",
                   f"≤ {PROBE_NODE_CPU_MS:g} ms", probe_text, verdict([probe], PROBE_NODE_CPU_MS)),
-            _goal("the watcher's poll (WATCH_PROBE) on the node: lighter than the settings probe",
+            goal_row("the watcher's poll (WATCH_PROBE) on the node: lighter than the settings probe",
                   "< the probe's" + (f" ({probe:.1f} ms)" if probe is not None else ""), poll_text,
                   "NOT MEASURED" if probe is None else verdict([poll], probe, strict=True))]
 
@@ -233,7 +227,7 @@ def _watcher_goal(watch: dict[str, Any]) -> dict[str, Any]:
     pct = watch.get("cpu_percent_of_one_core")
     n_watch = watch.get("nodes")
     ok = pct is not None and n_watch == WATCH_AT_N and not watch.get("errors")
-    return _goal(f"the bot's CPU while its watcher polls {WATCH_AT_N} services every 15 s",
+    return goal_row(f"the bot's CPU while its watcher polls {WATCH_AT_N} services every 15 s",
                  f"≤ {WATCH_CPU_PERCENT:g} % of one core", _watcher_measured(watch),
                  verdict([pct if ok else None], WATCH_CPU_PERCENT) if n_watch == WATCH_AT_N else "NOT MEASURED")
 
@@ -264,7 +258,7 @@ def _earlier_warm_vs_mux_goal(rows: list[dict[str, Any]], ns: list[int]) -> dict
         warm, mux = _median(rows, WARM, n), _median(rows, MUX, n)
         per_n.append((n, None if warm is None or mux is None else warm / mux))
     measured = [(n, r) for n, r in per_n if r is not None]
-    return _goal("inferbot warm ≤ 1.0× OpenSSH parallel multiplexed, at every N", "≤ 1.0×",
+    return goal_row("inferbot warm ≤ 1.0× OpenSSH parallel multiplexed, at every N", "≤ 1.0×",
                  ", ".join(f"N={n}: {r:.2f}×" for n, r in measured) or "—",
                  "NOT MEASURED" if not measured else ("PASS" if all(r <= 1.0 for _, r in measured) else "MISS"))
 
@@ -275,16 +269,16 @@ def _cold_vs_ansible_goal(rows: list[dict[str, Any]], ns: list[int]) -> dict[str
     cold, ans = _median(rows, COLD, 64), _median(rows, ANSIBLE, 64)
     if cold is None or ans is None:
         why = "N = 64 not run" if 64 not in ns else "Ansible not measured"
-        return _goal(goal, target, f"— ({why})", "NOT MEASURED")
+        return goal_row(goal, target, f"— ({why})", "NOT MEASURED")
     ratio = cold / ans
-    return _goal(goal, target, f"{ratio:.2f}× ({cold:.2f} s vs {ans:.2f} s)", "PASS" if ratio <= 0.1 else "MISS")
+    return goal_row(goal, target, f"{ratio:.2f}× ({cold:.2f} s vs {ans:.2f} s)", "PASS" if ratio <= 0.1 else "MISS")
 
 
 def _earlier_client_cpu_goal(rows: list[dict[str, Any]], ns: list[int]) -> dict[str, Any]:
     """inferbot warm's client CPU per node per question on simulated nodes, at each N of ``ns``."""
     cpus = [(n, _median(rows, WARM, n, "client_cpu_ms_per_node")) for n in ns]
     cpus_m = [(n, c) for n, c in cpus if c is not None]
-    return _goal("client CPU per node per question ≤ 5 ms (inferbot warm, measured)", f"≤ {CPU_GOAL_MS:g} ms",
+    return goal_row("client CPU per node per question ≤ 5 ms (inferbot warm, measured)", f"≤ {CPU_GOAL_MS:g} ms",
                  ", ".join(f"N={n}: {c:.1f} ms" for n, c in cpus_m) or "—",
                  "NOT MEASURED" if not cpus_m else ("PASS" if all(c <= CPU_GOAL_MS for _, c in cpus_m) else "MISS"))
 
@@ -297,9 +291,9 @@ def _earlier_rss_goal(sim_rows: list[dict[str, Any]]) -> dict[str, Any]:
         biggest = max((r for r in sim_rows if r["contender"] == WARM and r["runs"]), key=lambda r: r["nodes"],
                       default=None)
         seen = f" (at N={biggest['nodes']}: {biggest['peak_rss_mb']:.1f} MB)" if biggest else ""
-        return _goal(goal, target, f"— (N = 64 not run){seen}", "NOT MEASURED")
+        return goal_row(goal, target, f"— (N = 64 not run){seen}", "NOT MEASURED")
     rss = warm64["peak_rss_mb"]
-    return _goal(goal, target, f"{rss:.1f} MB (VmHWM of the warm client, Slack front end imported: "
+    return goal_row(goal, target, f"{rss:.1f} MB (VmHWM of the warm client, Slack front end imported: "
                                f"{warm64['extra'].get('slack_front_end_imported')})",
                  "PASS" if rss <= RSS_GOAL_MB else "MISS")
 
@@ -308,102 +302,10 @@ def _readiness_goal(readiness: dict[str, Any]) -> dict[str, Any]:
     """The readiness notice's latency after ``/health`` turns 200, against the poll interval + 1 s."""
     goal = "readiness notice ≤ poll interval + 1 s after /health turns 200"
     if readiness.get("latency_s") is None:
-        return _goal(goal, "≤ poll + 1 s", readiness.get("status", "not measured"), "NOT MEASURED")
+        return goal_row(goal, "≤ poll + 1 s", readiness.get("status", "not measured"), "NOT MEASURED")
     limit = float(readiness["poll_interval_s"]) + READINESS_SLACK_S
     lat = float(readiness["latency_s"])
-    return _goal(goal, f"≤ {limit:g} s", f"{lat:.2f} s", "PASS" if lat <= limit else "MISS")
-
-
-def _int(x: object) -> int | None:
-    return int(x) if isinstance(x, int | float) else None
-
-
-def _lat(summary: dict[str, Any] | None) -> str:
-    if not summary or not summary.get("n"):
-        return "— (no sample)" if summary is None else f"— ({summary.get('failed', 0)} samples failed)"
-    failed = f", {summary['failed']} failed" if summary.get("failed") else ""
-    return (f"median {summary['median_s']:.2f} s, worst {summary['worst_s']:.2f} s, best {summary['best_s']:.2f} s "
-            f"({summary['n']} samples{failed})")
-
-
-def push_goals(push: dict[str, Any], watch_push: dict[str, Any], watch: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 26's goals 1-3: the notices' latency from the node's journal line with the journal streams (push)
-    and today's polls beside it (``bench.push_latency``), and the idle leader with the streams of 512 services
-    (``bench.watch_scale``, cheap nodes; the polls alone beside it)."""
-    return [_readiness_push_goal(push), *(_death_goal(push, kind, what) for kind, what in DEATH_KINDS.items()),
-            _idle_goal(watch_push, watch), _node_side_goal(watch_push)]
-
-
-def _beside(push: dict[str, Any], kind: str) -> str:
-    polled = push.get("poll") or {}
-    return f"; today's poll: {_lat(polled.get(f'{kind}_summary'))}" if polled else ""
-
-
-def _readiness_push_goal(push: dict[str, Any]) -> dict[str, Any]:
-    """The ✅ after "Application startup complete." with the streams, today's poll beside it."""
-    pushed = push.get("push") or {}
-    ready = pushed.get("readiness_summary")
-    loads = ", ".join(f"{x:g}" for x in push.get("loads_s", []))
-    ok = bool(ready and ready.get("n") and not ready.get("failed"))
-    return _goal(f"readiness: the ✅ after the journal's \"Application startup complete.\" (simulated node, "
-                 f"loads of ~{loads} s; the smoke completion before it)",
-                 f"median ≤ {READY_MEDIAN_S:g} s, worst ≤ {READY_WORST_S:g} s",
-                 f"push: {_lat(ready)}{_beside(push, 'readiness')}" if pushed else
-                 f"— ({push.get('status', 'not run')})",
-                 "NOT MEASURED" if not pushed or not ready or not ready.get("n") else
-                 ("PASS" if ok and ready["median_s"] <= READY_MEDIAN_S and ready["worst_s"] <= READY_WORST_S
-                  else "MISS"))
-
-
-def _death_goal(push: dict[str, Any], kind: str, what: str) -> dict[str, Any]:
-    """One kind of death's notice after systemd's line, with the streams; today's poll beside it."""
-    pushed = push.get("push") or {}
-    got = pushed.get(f"{kind}_summary")
-    ok = bool(got and got.get("n") and not got.get("failed"))
-    return _goal(f"deaths: {what}", f"≤ {DEATH_S:g} s (worst)",
-                 f"push: {_lat(got)}{_beside(push, kind)}" if pushed else f"— ({push.get('status', 'not run')})",
-                 "NOT MEASURED" if not pushed or not got or not got.get("n") else
-                 ("PASS" if ok and got["worst_s"] <= DEATH_S else "MISS"))
-
-
-def _idle_goal(watch_push: dict[str, Any], watch: dict[str, Any]) -> dict[str, Any]:
-    """The leader's CPU with the journal streams of ``WATCH_AT_N`` services and nothing happening."""
-    pct = watch_push.get("cpu_percent_of_one_core")
-    n_watch = watch_push.get("services")
-    if pct is None:
-        measured = f"— ({watch_push.get('status', 'not run')})"
-    else:
-        measured = (f"{pct:.2f} % ({watch_push.get('window_cpu_s', 0):.2f} s CPU in {watch_push.get('window_s', 0):.0f}"
-                    f" s: {watch_push.get('streams_open_at_end', 0)} streams open, "
-                    f"{watch_push.get('window_stream_opens', 0)} opened again, the safety poll every "
-                    f"{watch_push.get('interval_s', 0):g} s)")
-        if watch.get("cpu_percent_of_one_core") is not None:
-            measured += (f"; today's polls every {watch.get('interval_s', 0):g} s: "
-                         f"{watch['cpu_percent_of_one_core']:.2f} %")
-        if watch_push.get("errors"):
-            measured += f"; errors: {'; '.join(watch_push['errors'])[:200]}"
-    clean = pct is not None and n_watch == WATCH_AT_N and not watch_push.get("errors")
-    return _goal(f"idle cost: the leader watching {WATCH_AT_N} services with the journal streams, nothing "
-                 "happening (cheap nodes)", f"≤ {IDLE_CPU_PERCENT:g} % of one core", measured,
-                 "NOT MEASURED" if pct is None or n_watch != WATCH_AT_N else
-                 verdict([pct if clean else None], IDLE_CPU_PERCENT))
-
-
-def _node_side_goal(watch_push: dict[str, Any]) -> dict[str, Any]:
-    """The ``journalctl --follow`` processes per node for all its services, and their memory."""
-    side = watch_push.get("node_side") or {}
-    procs, nodes = side.get("journalctl_processes"), watch_push.get("nodes")
-    if procs is None or not nodes:
-        measured, v = f"— ({watch_push.get('status', 'not run')})", "NOT MEASURED"
-    else:
-        rss, pss = side.get("rss_kib", {}), side.get("pss_kib", {})
-        measured = (f"{procs} `journalctl --follow` for {nodes} nodes ({procs / nodes:.2f} per node, every unit of "
-                    f"a node in one); RSS {_kib_mb(_int(rss.get('median')))} each "
-                    f"(PSS {_kib_mb(_int(pss.get('median')))}): "
-                    "the real journalctl of systemd 252 on an empty journal")
-        v = "PASS" if procs <= NODE_PROCESSES * nodes and procs == watch_push.get("streams_open_at_end") else "MISS"
-    return _goal("the node side: processes per node for all its services (and their memory)",
-                 f"≤ {NODE_PROCESSES} per node", measured, v)
+    return goal_row(goal, f"≤ {limit:g} s", f"{lat:.2f} s", "PASS" if lat <= limit else "MISS")
 
 
 def table_rows(rows: list[dict[str, Any]]) -> list[list[str]]:

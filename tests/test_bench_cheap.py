@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from bench import report
+from bench import push_report, report
 from bench.chart import draw, series
 from bench.cheap import GROUP, WARM_COMMAND, Group, cheap_host, record, start_group, write_answers
 from bench.contenders import END_MARK, Result, Run
@@ -195,20 +195,21 @@ def _push(ready: list[float], deaths: list[float]) -> dict[str, Any]:
         return {"n": len(vals), "failed": 0, "median_s": sorted(vals)[len(vals) // 2], "worst_s": max(vals),
                 "best_s": min(vals)}
 
-    poll = {"readiness_summary": kind([7.0, 12.0]), **{f"{k}_summary": kind([30.0]) for k in report.DEATH_KINDS}}
+    kinds = push_report.DEATH_KINDS
+    poll = {"readiness_summary": kind([7.0, 12.0]), **{f"{k}_summary": kind([30.0]) for k in kinds}}
     return {"status": "measured", "loads_s": [2.0, 14.0],
-            "push": {"readiness_summary": kind(ready), **{f"{k}_summary": kind(deaths) for k in report.DEATH_KINDS}},
+            "push": {"readiness_summary": kind(ready), **{f"{k}_summary": kind(deaths) for k in kinds}},
             "poll": poll}
 
 
-WATCH_PUSH_OK = {"nodes": 512, "services": 512, "interval_s": 120.0, "cpu_percent_of_one_core": 0.4,
-                 "window_cpu_s": 0.48, "window_s": 120.0, "streams_open_at_end": 512, "window_stream_opens": 0,
-                 "errors": [], "node_side": {"journalctl_processes": 512, "rss_kib": {"median": 7200.0},
-                                             "pss_kib": {"median": 1100.0}}}
+WATCH_PUSH_OK: dict[str, Any] = {
+    "nodes": 512, "services": 512, "interval_s": 120.0, "cpu_percent_of_one_core": 0.4, "window_cpu_s": 0.48,
+    "window_s": 120.0, "streams_open_at_end": 512, "window_stream_opens": 0, "errors": [],
+    "node_side": {"journalctl_processes": 512, "rss_kib": {"median": 7200.0}, "pss_kib": {"median": 1100.0}}}
 
 
 def test_push_goals_pass_within_their_targets_with_todays_polls_beside() -> None:
-    goals = report.push_goals(_push([0.2, 0.9, 1.9], [1.2, 1.9]), WATCH_PUSH_OK, WATCH_OK)
+    goals = push_report.push_goals(_push([0.2, 0.9, 1.9], [1.2, 1.9]), WATCH_PUSH_OK, WATCH_OK)
     assert [g["verdict"] for g in goals] == ["PASS"] * 6, goals
     ready = _by_goal(goals, "readiness")["measured"]
     assert "median 0.90 s, worst 1.90 s" in ready and "today's poll: median 12.00 s, worst 12.00 s" in ready
@@ -221,14 +222,14 @@ def test_push_goals_miss_past_their_targets() -> None:
     # median 1.1 s > 1 s; a death 2.1 s; 1.2 % of a core; two processes per node
     watch = {**WATCH_PUSH_OK, "cpu_percent_of_one_core": 1.2,
              "node_side": {**WATCH_PUSH_OK["node_side"], "journalctl_processes": 1024}}
-    goals = report.push_goals(_push([0.5, 1.1, 1.5], [0.5, 2.1]), watch, WATCH_OK)
+    goals = push_report.push_goals(_push([0.5, 1.1, 1.5], [0.5, 2.1]), watch, WATCH_OK)
     assert [g["verdict"] for g in goals] == ["MISS"] * 6, goals
-    worst_only = report.push_goals(_push([0.2, 0.3, 2.1], [0.5]), WATCH_PUSH_OK, WATCH_OK)
+    worst_only = push_report.push_goals(_push([0.2, 0.3, 2.1], [0.5]), WATCH_PUSH_OK, WATCH_OK)
     assert _by_goal(worst_only, "readiness")["verdict"] == "MISS"  # the worst past 2 s, the median well within
 
 
 def test_push_goals_not_measured_without_their_runs() -> None:
-    goals = report.push_goals({"status": "skipped (--push skip)"}, {"status": "skipped"}, {"status": "skipped"})
+    goals = push_report.push_goals({"status": "skipped (--push skip)"}, {"status": "skipped"}, {"status": "skipped"})
     assert [g["verdict"] for g in goals] == ["NOT MEASURED"] * 6, goals
     assert "skipped (--push skip)" in _by_goal(goals, "readiness")["measured"]
 
