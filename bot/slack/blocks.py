@@ -453,11 +453,11 @@ def _pieces(reply: Reply, attachments: bool, consume: bool) -> Iterator[_Piece]:
 
 def check_message(msg: SlackMessage) -> None:
     """Our guard for the limits slack_sdk does not check; raises ``BlockLimitError``."""
-    if not msg.blocks:
-        raise BlockLimitError("a message without blocks")
-    if len(msg.blocks) > MAX_BLOCKS:
-        raise BlockLimitError(f"{len(msg.blocks)} blocks in one message (max {MAX_BLOCKS})")
     dicts = msg.block_dicts()
+    if not dicts:
+        raise BlockLimitError("a message without blocks")
+    if len(dicts) > MAX_BLOCKS:
+        raise BlockLimitError(f"{len(dicts)} blocks in one message (max {MAX_BLOCKS})")
     size = len(json.dumps(dicts, ensure_ascii=False))
     if size > MAX_MESSAGE_CHARS:
         raise BlockLimitError(f"message blocks are {size} characters (max {MAX_MESSAGE_CHARS})")

@@ -73,7 +73,8 @@ def _key(words: Sequence[str]) -> tuple[str, ...]:
 class _Table:
     exact: dict[tuple[str, ...], Hit]  # a phrase in a row (one word as written, several by their stems)
     written: dict[tuple[str, ...], Hit]  # the same phrases as written (for a misspelt word in one)
-    near: tuple[tuple[tuple[tuple[str, ...], ...], Hit], ...]  # " + " phrases: their pieces, by stems
+    # " + " phrases: their pieces by stems, and every stem they need (most messages have few of them)
+    near: tuple[tuple[tuple[tuple[str, ...], ...], Hit, frozenset[str]], ...]
     ignore: tuple[tuple[str, ...], ...]
     measured: frozenset[tuple[str, ...]]
     as_env: dict[tuple[str, ...], Hit]  # a flag's words that are a variable's when asked as one ("api key variable")
@@ -110,13 +111,14 @@ def _table() -> _Table:
     as_env: dict[tuple[str, ...], Hit] = {}
     exact = _derived(as_env)
     written: dict[tuple[str, ...], Hit] = {}
-    near: list[tuple[tuple[tuple[str, ...], ...], Hit]] = []
+    near: list[tuple[tuple[tuple[str, ...], ...], Hit, frozenset[str]]] = []
     for kind in ("flags", "env"):
         for name, phrases in data[kind].items():
             hit: Hit = ("flag", name) if kind == "flags" else ("env", name)
             for p in phrases:
                 if " + " in p:
-                    near.append((tuple(tuple(stem(w) for w in _split(piece)) for piece in p.split(" + ")), hit))
+                    pieces = tuple(tuple(stem(w) for w in _split(piece)) for piece in p.split(" + "))
+                    near.append((pieces, hit, frozenset(w for piece in pieces for w in piece)))
                 else:
                     exact[_key(_split(p))] = hit
                     written[tuple(_split(p))] = hit
@@ -220,8 +222,8 @@ def _near(parts: Sequence[_Part]) -> list[tuple[int, int, Hit, frozenset[int]]]:
     """Every " + " phrase whose pieces lie close together in one clause: (words covered, where, hit, tokens)."""
     stems = {p[1] for p in parts}
     out = []
-    for pieces, hit in _table().near:
-        if not all(w in stems for piece in pieces for w in piece):
+    for pieces, hit, needs in _table().near:
+        if not needs <= stems:
             continue
         where = [_find_piece(parts, piece) for piece in pieces]
         for first in where[0]:

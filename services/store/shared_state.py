@@ -10,14 +10,15 @@ IMMEDIATE``) and PostgreSQL (``INSERT … ON CONFLICT DO NOTHING``, ``SELECT …
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.dml import ReturningInsert
 
 from services.store.engine import Database, Repository, writing
 from services.store.ports import SharedState
@@ -34,16 +35,24 @@ RATE_WINDOW_S = 60.0
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
-    """INSERT unless the primary key exists (no error, no aborted transaction); True when inserted."""
-    stmt: Insert
-    if conn.dialect.name == "postgresql":
-        stmt = postgresql.insert(table).values(**values).on_conflict_do_nothing()
-    else:
-        stmt = sqlite.insert(table).values(**values).on_conflict_do_nothing()
+@functools.cache
+def _insert_ignore_stmt(dialect: str, table: Table) -> ReturningInsert[Any]:
+    """The INSERT … ON CONFLICT DO NOTHING RETURNING for ``table``, its values bound at execution: built once
+    per process, so a question's event claim and rate limit do not rebuild (and re-key) it each time."""
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     # RETURNING rather than rowcount: psycopg reports -1 for an INSERT … ON CONFLICT through SQLAlchemy.
     pk = next(iter(table.primary_key.columns))
-    return conn.execute(stmt.returning(pk)).first() is not None
+    return insert(table).on_conflict_do_nothing().returning(pk)
+
+
+def _insert_ignore(conn: Connection, table: Table, values: dict[str, Any]) -> bool:
+    """INSERT unless the primary key exists (no error, no aborted transaction); True when inserted."""
+    return conn.execute(_insert_ignore_stmt(conn.dialect.name, table), values).first() is not None
+
+
+# A person's rate-limit row, locked; and its new hits (the SET columns come from the parameters' names).
+_RATE_ROW = select(rate_hits).where(rate_hits.c.user_id == bindparam("user")).with_for_update()
+_RATE_SET = update(rate_hits).where(rate_hits.c.user_id == bindparam("user"))
 
 
 class SharedStateRepo(Repository, SharedState):
@@ -73,7 +82,7 @@ class SharedStateRepo(Repository, SharedState):
     @writing
     def _rate_check(self, conn: Connection, user: str, per_minute: int, at: float) -> RateVerdict:
         _insert_ignore(conn, rate_hits, {"user_id": user, "hits": [], "told_at": None})
-        row = conn.execute(select(rate_hits).where(rate_hits.c.user_id == user).with_for_update()).one()
+        row = conn.execute(_RATE_ROW, {"user": user}).one()
         hits = [float(h) for h in row.hits if float(h) > at - RATE_WINDOW_S]
         told = row.told_at
         if len(hits) < per_minute:
@@ -86,7 +95,7 @@ class SharedStateRepo(Repository, SharedState):
             if notify:
                 told = at
             verdict = RateVerdict(False, retry_in, notify)
-        conn.execute(update(rate_hits).where(rate_hits.c.user_id == user).values(hits=hits, told_at=told))
+        conn.execute(_RATE_SET, {"user": user, "hits": hits, "told_at": told})
         return verdict
 
     @writing

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, bindparam, delete, select
 
 from services.store.engine import Repository, as_dict, in_thread, reading, upsert, writing
 from services.store.ports import Silences
@@ -12,6 +12,10 @@ from services.store.records import Silence
 from services.store.schema import silences
 
 __all__ = ["SilencesRepo"]
+
+# The silences in force at ``now``, soonest to end first: asked by every status answer, built once.
+_ACTIVE = select(silences).where(silences.c.until > bindparam("now", type_=silences.c.until.type)) \
+    .order_by(silences.c.until)
 
 
 class SilencesRepo(Repository, Silences):
@@ -33,7 +37,7 @@ class SilencesRepo(Repository, Silences):
 
     @reading
     def active(self, conn: Connection, now: datetime) -> list[Silence]:
-        rows = conn.execute(select(silences).where(silences.c.until > now).order_by(silences.c.until)).all()
+        rows = conn.execute(_ACTIVE, {"now": now}).all()
         return [Silence.model_validate(as_dict(r)) for r in rows]
 
     async def active_for(self, service: str, node: str, now: datetime) -> Silence | None:
