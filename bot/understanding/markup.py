@@ -24,7 +24,8 @@ _CODE = re.compile(r"`([^`\n]+)`")
 _STRIKE = re.compile(r"(?<![\w~])~([^~\n]+)~(?![\w~])")
 _BOLD = re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])")
 _ITALIC = re.compile(r"(?<![\w_])_([^_\n]+)_(?![\w_])")
-_SHORTCODE = re.compile(r":([a-z0-9_+'-]+(?:::skin-tone-\d)?):")
+# Never inside a clock ("03:12:44"): a shortcode starts after no letter or digit.
+_SHORTCODE = re.compile(r"(?<![A-Za-z0-9]):([a-z0-9_+'-]+(?:::skin-tone-\d)?):")
 _QUOTE_LINE = re.compile(r"^\s*>\s?")
 
 
@@ -67,13 +68,25 @@ class Message:
         return not self.plain
 
 
+# Emoji that ask a question of their own ("📈 kimi 24h", ":thermometer: gpu-a"): read as the words they stand
+# for. Every other emoji stays apart from the words (a reaction, a mood, a doubt).
+EMOJI_WORDS = {"chart_with_upwards_trend": "throughput chart", "chart_with_downwards_trend": "throughput chart",
+               "bar_chart": "chart", "thermometer": "gpu temperature", "scroll": "logs", "page_facing_up": "logs",
+               "hourglass": "eta", "hourglass_flowing_sand": "eta", "stopwatch": "latency",
+               "straight_ruler": "max model len", "triangular_ruler": "max model len"}
+
+
 def _emoji_chars(text: str, found: list[str]) -> str:
     """Pictographs out of ``text`` into ``found`` (by their Unicode name)."""
     out: list[str] = []
     for ch in text:
         if unicodedata.category(ch) == "So" or ch in "\u200d\ufe0f":
             if ch not in "\u200d\ufe0f":
-                found.append(unicodedata.name(ch, "emoji").lower())
+                name = unicodedata.name(ch, "emoji").lower()
+                found.append(name)
+                out.append(f" {EMOJI_WORDS[name.replace(' ', '_')]} " if name.replace(" ", "_") in EMOJI_WORDS
+                           else " ")
+                continue
             out.append(" ")
         else:
             out.append(ch)
@@ -124,7 +137,7 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
 
     def shortcode(m: re.Match[str]) -> str:
         emoji.append(m.group(1))
-        return " "
+        return f" {EMOJI_WORDS[m.group(1)]} " if m.group(1) in EMOJI_WORDS else " "
 
     text = _SHORTCODE.sub(shortcode, text)
     text = _emoji_chars(text, emoji)
@@ -141,10 +154,22 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
                    beside_other=beside_other, raw=raw)
 
 
+# A pasted log line, read like code: vLLM's ("INFO 12-05 03:12:44 [loader.py:211] …", a worker's "(VllmWorker
+# rank=0 pid=7) ERROR …"), the journal's ("Dec 05 03:12:44 gpu-a vllm[812]: …") and an ISO-stamped one.
+_LOG_LINE = re.compile(
+    r"^\s*(?:\([^)\n]*\)\s*)?(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}"
+    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+[\w@.-]+(?:\[\d+\])?:"
+    r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})")
+
+
 def _lines(text: str, out: list[Segment]) -> None:
-    """Quoted lines (``> …``, Slack's ``&gt;`` already unescaped) apart from the others."""
+    """Quoted lines (``> …``, Slack's ``&gt;`` already unescaped) and pasted log lines apart from the others."""
     rest_quoted = False
     for line in text.split("\n"):
+        if _LOG_LINE.match(line):
+            out.append(Segment(line, code=True))
+            out.append(Segment("\n"))
+            continue
         if line.lstrip().startswith(">>>"):
             rest_quoted, line = True, line.lstrip()[3:]
         quoted = rest_quoted or bool(_QUOTE_LINE.match(line))

@@ -108,6 +108,12 @@ class NameIndex:
         from rapidfuzz.distance import OSA  # only a word that names nothing exactly pays for the import
 
         w = word.lower()
+        if len(w) == 3 and w.isalpha():
+            # A four-letter name with a letter left out inside ("kmi", "qwn"); never its first or last letter
+            # ("kim" is a person).
+            short = [n for n in self.services if len(n) == 4 and n[0] == w[0] and n[-1] == w[-1]
+                     and any(n[:i] + n[i + 1:] == w for i in (1, 2))]
+            return Target(word, services=tuple(self.services[short[0]]), how="typo") if len(short) == 1 else None
         if len(w) < 4:
             return None
         best: tuple[int, str] | None = None

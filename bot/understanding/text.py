@@ -35,6 +35,12 @@ _ASKS = frozenset(
 # Prefixes that make one word with what follows ("re-start", "un-mute", "re-run"); other hyphenated words are read
 # as their parts ("force-restart", "first-token", "all-reduce"), names and flags aside.
 _PREFIXES = frozenset({"re", "un", "pre", "de", "non", "co", "mis"})
+# Chat shorthand read as the word it stands for, so every later step knows only one spelling ("what can u do",
+# "r we live", "launch cmd", "restart kimi l8r", "b4 standup"). "2day" is not here: it is a length (two days).
+_SHORTHAND = {"u": "you", "r": "are", "ur": "your", "cmd": "command", "cmds": "commands", "l8r": "later",
+              "l8er": "later", "b4": "before", "2nite": "tonight", "2night": "tonight", "yday": "yesterday",
+              "yest": "yesterday", "cuz": "because", "coz": "because", "bc": "because", "plz": "please",
+              "thru": "through", "msg": "message", "msgs": "messages"}
 _CONTRACTIONS = re.compile(r"^(?:\w+n't|i'm|i've|i'd|i'll|we're|you're|they're|let's|it'll|that'll)$")
 
 
@@ -162,6 +168,7 @@ def words(message: Message) -> Words:
                 norm, raw, possessive = norm[:-2], raw[:-2], True
             elif "'" in norm and not _CONTRACTIONS.match(norm):
                 norm = norm.strip("'")
+            norm = _SHORTHAND.get(norm, norm)
             if norm in _CLAUSE_OPENERS and len(tokens) > clause_start:
                 close(question)
                 question = False

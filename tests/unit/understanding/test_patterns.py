@@ -408,3 +408,70 @@ def test_a_doubting_emoji_a_nah_and_an_event_to_wait_for_leave_no_order(text: st
 def test_the_bots_record_and_how_a_service_is_going(text: str, intent: str, services: list[str]) -> None:
     _case(text, intent, services)
     assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("qwen sttngs", "settings", ["qwen"]), ("lgs for kimi", "logs", ["kimi"]), ("stts qwen?", "status", ["qwen"]),
+    ("how's kimi's thrpt", "throughput", ["kimi"]),
+])
+def test_a_command_word_without_its_vowels_is_that_word(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize(("text", "services", "order"), [
+    ("bounce qwn", ["qwen"], True), ("is kmi up", ["kimi"], False), ("status of qen", ["qwen"], False),
+])
+def test_a_four_letter_name_missing_an_inner_letter_is_that_name(text: str, services: list[str], order: bool) -> None:
+    intent = "restart" if order else "status"
+    _case(text, intent, services, order)
+
+
+def test_a_name_missing_its_first_or_last_letter_is_not_that_name() -> None:
+    assert _read("is kim up")[1] == [] and _read("is wen up")[1] == []
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("what can u do", "help", []), ("r we live on qwen", "status", ["qwen"]),
+    ("kimi launch cmd", "settings", ["kimi"]), ("what changed on qwen since yday", "changes", ["qwen"]),
+])
+def test_chat_shorthand_is_the_word_it_stands_for(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize("text", ["restart kimi l8r", "bounce qwen b4 standup", "restart kimi 2nite"])
+def test_shorthand_for_later_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("<@U0BOT> :chart_with_upwards_trend: qwen 6h", "chart_throughput", ["qwen"]),
+    ("📈 kimi", "chart_throughput", ["kimi"]), ("<@U0BOT> :thermometer: qwen", "gpus", ["qwen"]),
+    ("<@U0BOT> :scroll: kimi", "logs", ["kimi"]), ("<@U0BOT> :eyes: qwen", "status", ["qwen"]),
+])
+def test_an_emoji_that_asks_is_read_as_its_question(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize("text", [
+    "INFO 12-05 04:01:10 [loader.py:211] Loading safetensors checkpoint shards:  31% Completed | 37/119",
+    "(VllmWorker rank=1 pid=9) WARNING 12-05 04:01:10 [custom_all_reduce.py:136] Custom allreduce is disabled",
+    "Dec 05 04:01:10 gpu-b vllm[812]: ERROR: max_model_len is greater than the derived max_model_len",
+    "2026-12-05 04:01:10,551 ERROR tensor parallel group failed to initialise",
+])
+def test_a_pasted_log_line_asks_nothing(text: str) -> None:
+    r = route(read("<@U0BOT> " + text, "slack", BOT), CFG, ALIASES)
+    assert not r.matched and not r.asked and r.unknown == [], text
+
+
+def test_a_pasted_log_line_then_a_question_answers_the_question() -> None:
+    _case("<@U0BOT> ERROR 12-05 04:01:10 [engine.py:160] CUDA out of memory\nqwen logs?", "logs", ["qwen"])
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("<@U0BOT> dump kimi's knobs", "settings", ["kimi"]), ("which options is qwen started with", "settings", ["qwen"]),
+    ("is there a restart cooldown on qwen", "restarts", ["qwen"]), ("can the bot draw charts?", "help", []),
+    ("does the bot speak french", "help", []),
+])
+def test_knobs_cooldowns_and_the_bot_in_the_third_person(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
