@@ -370,7 +370,7 @@ COMMANDS: tuple[Command, ...] = (
                                  "available", "online", "offline", "=working", "kaput", "503ing", "502ing", "500ing",
                                  "5xx", "500s", "502s", "504s", "green", "red", "warm", "=starting", "booting",
                                  "availability", "burning", "unresponsive", "=responsive", "=live",
-                                 "silenced", "muted", "happy", "unhappy", "=pages", "=paging"),
+                                 "=silenced", "=muted", "happy", "unhappy", "=pages", "=paging"),
                          weak=("check", "everything", "how", "anything", "still", "yet", "good", "ok", "okay",
                                "alright")),
         handler=status.handle,

@@ -120,7 +120,7 @@ class NameIndex:
         for name in [*self.services, *self.nodes, *self.variants]:
             if abs(len(name) - len(w)) > 2 or not _same_shape(w, name):
                 continue
-            if len(name) <= 4 and len(w) == len(name) and sorted(w) != sorted(name):
+            if len(name) <= 4 and len(w) == len(name) and sorted(w) != sorted(name) and not _next_key(w, name):
                 continue  # a short name with one letter changed is another word ("qwer"), not a typo
             d = OSA.distance(w, name, score_cutoff=2)
             if d <= (2 if len(name) >= 8 else 1) and (best is None or d < best[0]):
@@ -145,6 +145,20 @@ class NameIndex:
         known = self.known()
         found = process.extract(word.lower(), known, scorer=fuzz.ratio, limit=limit, score_cutoff=55)
         return [name for name, _, _ in found]
+
+
+_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_KEY_AT = {ch: (r, c) for r, row in enumerate(_ROWS) for c, ch in enumerate(row)}
+
+
+def _next_key(word: str, name: str) -> bool:
+    """``word`` is ``name`` with one letter after the first hit on a neighbouring key ("qweb", "kimo")."""
+    diff = [(a, b) for a, b in zip(word, name, strict=True) if a != b]
+    if len(diff) != 1 or word[0] != name[0] or diff[0][0] not in _KEY_AT or diff[0][1] not in _KEY_AT:
+        return False
+    (r1, c1), (r2, c2) = _KEY_AT[diff[0][0]], _KEY_AT[diff[0][1]]
+    # Rows are staggered: a key touches the one beside it and the two under or over it.
+    return (r1 == r2 and abs(c1 - c2) == 1) or (abs(r1 - r2) == 1 and c1 - c2 in ((0, -1) if r1 > r2 else (0, 1)))
 
 
 def _digits(word: str) -> str:

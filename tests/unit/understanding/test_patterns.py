@@ -475,3 +475,39 @@ def test_a_pasted_log_line_then_a_question_answers_the_question() -> None:
 def test_knobs_cooldowns_and_the_bot_in_the_third_person(text: str, intent: str, services: list[str]) -> None:
     _case(text, intent, services)
     assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("logs for qweb", ["qwen"]), ("is kimo up", ["kimi"]), ("settings kimu", ["kimi"]), ("qwrn status", ["qwen"]),
+])
+def test_a_short_name_with_a_neighbouring_key_hit_is_that_name(text: str, services: list[str]) -> None:
+    assert _read(text)[1] == services, text
+
+
+def test_a_short_name_with_a_far_key_hit_is_not_that_name() -> None:
+    assert _read("is kiri up")[1] == [] and _read("status of qwer")[1] == []
+
+
+@pytest.mark.parametrize("text", ["are the cards on gpu-b overheating", "is gpu-a throttling", "gpus spiking?"])
+def test_an_english_word_with_an_ending_is_not_an_unknown_name(text: str) -> None:
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("nobody touch kimi pls, i'm tracing it", ["kimi"]), ("hands off qwen until the eval is done", ["qwen"]),
+    ("leave kimi alone", ["kimi"]), ("<@U0BOT> do not touch qwen", ["qwen"]),
+])
+def test_keeping_hands_off_a_service_is_a_negated_restart(text: str, services: list[str]) -> None:
+    _case(text, "restarts", services, negated=True)
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("how do i silence alerts", "help"), ("how do i mute alerts on qwen", "help"), ("is kimi silenced", "status"),
+])
+def test_how_to_silence_is_help_and_whether_silenced_is_status(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_tool_calling_switched_on_is_the_auto_tool_choice_flag() -> None:
+    _case("is tool calling enabled on qwen", "flag", ["qwen"], flag="enable-auto-tool-choice")
+    _case("which tool parser does qwen use", "flag", ["qwen"], flag="tool-call-parser")
