@@ -23,6 +23,7 @@ _GENERIC = frozenset(
     "checkpoint".split()
 )
 _SPLIT = re.compile(r"[-_/ ]+")
+_SQUEEZE = re.compile(r"[-_.]")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,14 @@ class NameIndex:
         for key in (w, w.rsplit("/", 1)[-1]):
             if key in self.aliases:
                 return Target(word, services=tuple(self.aliases[key]), how="alias")
+        # "gpua", "gpu_b", "gpu.a": a name with its joiner left out or another one typed.
+        squeezed = _SQUEEZE.sub("", w)
+        for n in self.nodes:
+            if _SQUEEZE.sub("", n) == squeezed:
+                return Target(word, nodes=(self.nodes[n],), how="typo")
+        for n in self.services:
+            if _SQUEEZE.sub("", n) == squeezed:
+                return Target(word, services=tuple(self.services[n]), how="typo")
         # "kimi" picks "kimi-k25" when it is the only service name starting that way.
         starts = [n for n in self.services if n.startswith(w + "-")]
         if len(w) >= 3 and len(starts) == 1:

@@ -126,6 +126,18 @@ def _table() -> _Table:
 
 
 @functools.cache
+def setting_words() -> frozenset[str]:
+    """Every word of a flag's or a variable's names and everyday phrases ("attention", "backend", "swap"):
+    where a name could stand they are still the setting's words, never an unknown name."""
+    data = flags_data()
+    out = {w for kind in ("flags", "env") for phrases in data[kind].values() for p in phrases
+           for w in _split(p.replace(" + ", " "))}
+    out |= {w for name in flag_names() for w in name.split("-")}
+    out |= {w for name in known_env() for w in name.lower().split("_")}
+    return frozenset(w for w in out if len(w) >= 3 and w.isalpha())
+
+
+@functools.cache
 def known_env() -> frozenset[str]:
     """The environment variables ``data/flags.toml`` knows by everyday words."""
     return frozenset(flags_data()["env"])

@@ -120,7 +120,10 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     _order_verb_first(scores, clause)
     _state_question(scores, clause, question, names)
     _about_the_bot(scores, clause)
-    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+    # Thanks beside a question is politeness; beside only weak words ("morning all", "thanks all") and no name
+    # it is the message ("hey, check kimi" asks).
+    named = any(t.index in names for t in clause)
+    if by.get("smalltalk") and any(v >= 1.0 or (v > 0 and named) for c, v in by.items() if c != "smalltalk"):
         by["smalltalk"] = by["smalltalk"] * 0.3
 
 

@@ -511,3 +511,46 @@ def test_how_to_silence_is_help_and_whether_silenced_is_status(text: str, intent
 def test_tool_calling_switched_on_is_the_auto_tool_choice_flag() -> None:
     _case("is tool calling enabled on qwen", "flag", ["qwen"], flag="enable-auto-tool-choice")
     _case("which tool parser does qwen use", "flag", ["qwen"], flag="tool-call-parser")
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("gpub status", ["gpu-b"]), ("logs on gpu_a", ["gpu-a"]), ("is gpu.b up", ["gpu-b"]),
+])
+def test_a_node_with_its_joiner_left_out_or_changed_is_that_node(text: str, nodes: list[str]) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (sorted(r.named_nodes), r.unknown) == (nodes, []), text
+
+
+def test_another_node_without_its_joiner_is_still_unknown() -> None:
+    assert route(read("gpuc status", "terminal"), CFG, ALIASES).unknown == ["gpuc"]
+
+
+@pytest.mark.parametrize(("text", "flag"), [
+    ("¿qué puerto usa qwen?", "port"), ("kimi 用哪个端口", "port"), ("kimiのテンソル並列は？", "tensor-parallel-size"),
+    ("qwen 的流水线并行", "pipeline-parallel-size"), ("welche quantisierung nutzt qwen", "quantization"),
+    ("le parallélisme de tenseurs de qwen ?", "tensor-parallel-size"),
+])
+def test_flags_by_their_words_in_other_languages(text: str, flag: str) -> None:
+    services = ["kimi"] if "kimi" in text else ["qwen"]
+    _case(text, "flag", services, flag=flag)
+
+
+@pytest.mark.parametrize("text", ["what swap backend does qwen use", "which attention backend env is on qwen"])
+def test_a_settings_word_where_a_name_could_stand_is_no_unknown_name(text: str) -> None:
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("what's the gpu util knob on kimi", "flag"), ("gpu util setting for qwen", "flag"),
+    ("gpu util on kimi", "gpus"), ("gpu util on gpu-b", "gpus"),
+])
+def test_the_gpus_utilisation_with_a_word_of_setting_is_the_flag(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("morning all", "smalltalk", []), ("thanks all", "smalltalk", []), ("hey, check qwen", "status", ["qwen"]),
+    ("how do you work", "help", []),
+])
+def test_a_greeting_beside_weak_words_is_the_message(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
