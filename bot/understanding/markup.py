@@ -60,7 +60,7 @@ class Message:
     @property
     def plain(self) -> str:
         """The whole text as a person reads it (marks dropped), on one line per line."""
-        return "".join(s.text for s in self.segments).strip()
+        return "".join(s.text for s in self.segments).replace(PART, " ").strip()
 
     @property
     def empty(self) -> bool:
@@ -68,6 +68,9 @@ class Message:
         return not self.plain
 
 
+# An emoji between words parts them like a comma ("kimi's dead again :skull: restart it"): it stays in the
+# segments as this invisible separator, which the words read as a comma and the plain text drops.
+PART = "\u2063"
 # Emoji that ask a question of their own ("📈 kimi 24h", ":thermometer: gpu-a"): read as the words they stand
 # for. Every other emoji stays apart from the words (a reaction, a mood, a doubt).
 EMOJI_WORDS = {"chart_with_upwards_trend": "throughput chart", "chart_with_downwards_trend": "throughput chart",
@@ -85,7 +88,7 @@ def _emoji_chars(text: str, found: list[str]) -> str:
                 name = unicodedata.name(ch, "emoji").lower()
                 found.append(name)
                 out.append(f" {EMOJI_WORDS[name.replace(' ', '_')]} " if name.replace(" ", "_") in EMOJI_WORDS
-                           else " ")
+                           else f" {PART} ")
                 continue
             out.append(" ")
         else:
@@ -135,9 +138,14 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     # Slack escapes exactly these three; a terminal's text is taken as typed.
     unescape = html.unescape if surface == "slack" else (lambda s: s)
 
+    # Inside code or quotation marks a shortcode is part of what is quoted (a value, a line): left as typed.
+    quoted = [(q.start(), q.end()) for rx in (_CODE_BLOCK, _CODE, _QUOTATION) for q in rx.finditer(text)]
+
     def shortcode(m: re.Match[str]) -> str:
+        if any(a < m.start() < b for a, b in quoted):
+            return m.group(0)
         emoji.append(m.group(1))
-        return f" {EMOJI_WORDS[m.group(1)]} " if m.group(1) in EMOJI_WORDS else " "
+        return f" {EMOJI_WORDS[m.group(1)]} " if m.group(1) in EMOJI_WORDS else f" {PART} "
 
     text = _SHORTCODE.sub(shortcode, text)
     text = _emoji_chars(text, emoji)

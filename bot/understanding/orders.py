@@ -46,6 +46,20 @@ DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", 
                          "grey_question", "interrobang", "thinking face", "person shrugging",
                          "face with raised eyebrow", "grimacing face", "black question mark ornament",
                          "confused face", "white question mark ornament"})
+# Emoji that hold an order back: a "no" (⛔, 🚫, ❌, 🛑, ✋) or a later (🔜, ⏳, a clock, 💤).
+_HOLD_EMOJI = frozenset({"no_entry", "no_entry_sign", "x", "octagonal_sign", "stop_sign", "raised_hand", "hand",
+                         "raised_back_of_hand", "soon", "hourglass", "hourglass_flowing_sand", "zzz", "sleeping",
+                         "no entry", "no entry sign", "cross mark", "octagonal sign", "raised hand",
+                         "soon with rightwards arrow above", "hourglass with flowing sand", "sleeping symbol",
+                         "alarm clock", "stopwatch", "timer clock", "mantelpiece clock", "alarm_clock", "timer_clock",
+                         "mantelpiece_clock"})
+
+
+def doubting_emoji(emoji: Sequence[str]) -> bool:
+    """An emoji that doubts ("restart kimi :thinking_face:") or holds the order back (":no_entry:", ":soon:")."""
+    return any(e in DOUBT_EMOJI or e in _HOLD_EMOJI or e.startswith(("clock", "clock face")) for e in emoji)
+
+
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
                       ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
@@ -237,7 +251,7 @@ def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
         return "ask"
     if reason and reason[0].norm == "or":
         return "ask"  # "silence kimi 2h or not", "… or wait"
-    if any(c.question for c in words.clauses[verb.clause:]) or any(e in DOUBT_EMOJI for e in words.emoji):
+    if any(c.question for c in words.clauses[verb.clause:]) or doubting_emoji(words.emoji):
         return "ask"
     if any(t.norm in HESITATIONS for t in reason) or any(_has_phrase(reason, h) for h in HESITATION_PHRASES):
         return "ask"
@@ -297,7 +311,7 @@ def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
     """Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), an alternative after it ("restart
     kimi or is that overkill", "… or qwen"), or a question after it ("restart kimi. is that ok?")."""
     rest = [t for t in words.tokens if t.clause >= verb.clause]
-    if any(e in DOUBT_EMOJI for e in words.emoji):
+    if doubting_emoji(words.emoji):
         return "ask"  # "restart kimi :thinking_face:"
     if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
         return "ask"

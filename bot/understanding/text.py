@@ -20,7 +20,7 @@ _TOKEN = re.compile(
     r"(?P<enum>(?<![\w.])(?:\d{1,2}|[a-e])\))|"  # "1) is kimi up 2) …", "a) … b) …": an enumeration ends a part
     rf"(?P<word>(?:--?|/)?[{_LATIN}](?:[{_LATIN}./+'-]*[{_LATIN}])?%?)"
     r"|(?P<cjk>[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)"
-    r"|(?P<punct>[?？!！.。;；=…,，、\n:—–])"
+    r"|(?P<punct>[?？!！.。;；=…,，、\n:—–\u2063])"
 )
 _ENDS = {"?", "？", "!", "！", ".", "。", ";", "；", "\n", "…"}  # a comma, a colon or a dash ends a part only
 _QUESTION = {"?", "？"}

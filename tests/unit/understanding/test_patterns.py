@@ -554,3 +554,20 @@ def test_the_gpus_utilisation_with_a_word_of_setting_is_the_flag(text: str, inte
 ])
 def test_a_greeting_beside_weak_words_is_the_message(text: str, intent: str, services: list[str]) -> None:
     _case(text, intent, services)
+
+
+@pytest.mark.parametrize("text", ["<@U0BOT> :no_entry: restart kimi", "<@U0BOT> restart qwen :soon:",
+                                  "restart kimi ⏳", "<@U0BOT> bounce qwen :x:", "restart kimi 🕝",
+                                  "<@U0BOT> ✋ restart qwen"])
+def test_an_emoji_that_says_no_or_later_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize("text", ["<@U0BOT> kimi's gone again :skull: restart it", "<@U0BOT> restart qwen :pray:",
+                                  "<@U0BOT> :rotating_light: restart kimi"])
+def test_an_emoji_between_sentences_parts_them_and_a_plea_is_still_an_order(text: str) -> None:
+    assert _read(text)[2], text
+
+
+def test_an_emoji_leaves_no_mark_in_the_plain_text() -> None:
+    assert read("<@U0BOT> kimi :skull: restart it", "slack", BOT).plain.split() == ["kimi", "restart", "it"]
