@@ -162,12 +162,14 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
                    beside_other=beside_other, raw=raw)
 
 
-# A pasted log line, read like code: vLLM's ("INFO 12-05 03:12:44 [loader.py:211] …", a worker's "(VllmWorker
-# rank=0 pid=7) ERROR …"), the journal's ("Dec 05 03:12:44 gpu-a vllm[812]: …") and an ISO-stamped one.
+# A pasted log line or table row, read like code: vLLM's ("INFO 12-05 03:12:44 [loader.py:211] …", a worker's
+# "(VllmWorker rank=0 pid=7) ERROR …"), the journal's ("Dec 05 03:12:44 gpu-a vllm[812]: …"), an ISO-stamped one.
 _LOG_LINE = re.compile(
     r"^\s*(?:\([^)\n]*\)\s*)?(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}"
     r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+[\w@.-]+(?:\[\d+\])?:"
-    r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2})")
+    r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}"
+    # a row of a pasted table (nvidia-smi's "+-----+", "| NVIDIA-SMI 550.54 … |")
+    r"|[+|][-=+| ]*[^\n]*[|+]\s*$)")
 
 
 def _lines(text: str, out: list[Segment]) -> None:

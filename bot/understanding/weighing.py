@@ -408,12 +408,32 @@ def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
         if lead is not None and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted:
             by[verbs[lead.norm]] += 2.0
             boosted.add(verbs[lead.norm])
+            _said_before(scores, clause, part, lead)
             alt = next((t.index for t in clause if t.part == part and t.index > lead.index and t.norm == "or"), None)
             if alt is not None:
                 for h in scores.hits:
                     if h.start > alt and clause_part(clause, h.start) == part:
                         for c, wt in h.credits:
                             by[c] = by.get(c, 0.0) - wt / 2
+
+
+# What may follow an order's verb in a part that points back at what was said before it ("bounce it pls").
+_BACK_REFERENCE = frozenset({"it", "them", "that", "this", "both", "please", "pls", "now", "asap", "again", "too",
+                             "then", "already", "just", "quickly"})
+
+
+def _said_before(scores: scoring.Scores, clause: Sequence[Token], part: int, lead: Token) -> None:
+    """"kimi stuck at cuda graph capture for an hour, bounce it": the order's verb with only "it" after it, in
+    a part after a statement, is what is asked; the statement before it is why (its words weigh half)."""
+    rest = [t for t in clause if t.part == part and t.index > lead.index]
+    if lead.part == clause[0].part or not rest or any(t.norm not in _BACK_REFERENCE for t in rest):
+        return
+    if any(_order_lead(clause, p) is not None for p in {t.part for t in clause if t.part < part}):
+        return  # "restart kimi, then bench it": two orders, the first one first
+    for h in scores.hits:
+        if clause_part(clause, h.start) is not None and (clause_part(clause, h.start) or 0) < part:
+            for c, wt in h.credits:
+                scores.by_command[c] = scores.by_command.get(c, 0.0) - wt / 2
 
 
 def clause_part(clause: Sequence[Token], index: int) -> int | None:

@@ -571,3 +571,33 @@ def test_an_emoji_between_sentences_parts_them_and_a_plea_is_still_an_order(text
 
 def test_an_emoji_leaves_no_mark_in_the_plain_text() -> None:
     assert read("<@U0BOT> kimi :skull: restart it", "slack", BOT).plain.split() == ["kimi", "restart", "it"]
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("kimi stuck at cuda graph capture for 40 min, bounce it", ["kimi"]),
+    ("qwen's logs are full of nccl timeouts, restart it pls", ["qwen"]),
+])
+def test_a_statement_then_the_order_with_it_is_the_order(text: str, services: list[str]) -> None:
+    _case(text, "restart", services, order=True)
+
+
+def test_two_orders_the_second_with_it_keep_the_first() -> None:
+    assert _read("restart qwen, then bench it")[0] == "restart"
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("is qwen locked", "unlock"), ("any locks on kimi?", "unlock"),
+    ("the pager fired for qwen at 2am, what's it look like now", "status"),
+    ("what does the log look like on qwen", "logs"),
+])
+def test_locks_asked_about_and_how_things_look(text: str, intent: str) -> None:
+    got, _, order, _ = _read(text)
+    assert got in (intent, "restarts") if intent == "unlock" else got == intent, text
+    assert not order, text
+
+
+def test_a_pasted_table_asks_nothing() -> None:
+    text = ("<@U0BOT> +-----------------------------------------+\n"
+            "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |")
+    r = route(read(text, "slack", BOT), CFG, ALIASES)
+    assert not r.matched and r.unknown == []
