@@ -126,6 +126,12 @@ class NameIndex:
         if len(w) < 4:
             return None
         best: tuple[int, str] | None = None
+        for name in [*self.services, *self.nodes]:
+            # A letter typed twice ("gpu-aa", "kimii"), in a short part too.
+            if len(w) == len(name) + 1 and any(w[i] == w[i - 1] and w[:i] + w[i + 1:] == name
+                                               for i in range(1, len(w))):
+                found = self.exact(name)
+                return None if found is None else Target(word, found.services, found.nodes, how="typo")
         for name in [*self.services, *self.nodes, *self.variants]:
             if abs(len(name) - len(w)) > 2 or not _same_shape(w, name):
                 continue

@@ -27,7 +27,8 @@ _WAIT = frozenset({"wait", "hold", "on", "hang", "sec", "second", "hmm", "hmmm",
                    "moment", "mo", "tho", "though", "ok", "oh"})
 # Beside a negation in a sentence of its own after an order, they take it back ("actually, don't").
 _TAKE_BACK = frozenset({"actually", "wait", "hmm", "um", "oh", "please", "pls", "on", "second", "thought",
-                        "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk"})
+                        "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk", "better", "rather",
+                        "or", "maybe"})
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
@@ -76,7 +77,7 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"),
                      ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
                      ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
-                     ("some", "time"), ("should", "it"), ("this", "month"))
+                     ("some", "time"), ("should", "it"), ("this", "month"), ("no", "rush"), ("no", "hurry"))
 _COVERS = frozenset({"during", "until", "till", "til", "for", "through", "thru"})
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
@@ -148,10 +149,20 @@ def negated(words: Words, verb: Token) -> bool:
     after = [t for t in words.tokens if t.index > verb.index]
     if any(_has_phrase(after, r) for r in RETRACTIONS):
         return True
-    # A later sentence that is only a negation ("restart kimi. actually, don't", "… no.").
-    return any(all(_negation(t) or t.norm in _TAKE_BACK for t in toks) and any(_negation(t) for t in toks)
-               and not all(t.norm in _WAIT for t in toks)  # "hold on" waits
-               for c in words.clauses[verb.clause + 1:] if (toks := words.clause_tokens(c.index)))
+    # A later sentence, or a later part of the verb's, that is only a negation ("restart kimi. actually, don't",
+    # "… no.", "restart kimi, please don't", "kimi neu starten, bitte nicht").
+    later = [words.clause_tokens(c.index) for c in words.clauses[verb.clause + 1:]]
+    parts: dict[int, list[Token]] = {}
+    for t in words.clause_tokens(verb.clause):
+        if t.part > verb.part:
+            parts.setdefault(t.part, []).append(t)
+    return any(_only_a_take_back(toks) for toks in [*later, *parts.values()])
+
+
+def _only_a_take_back(toks: Sequence[Token]) -> bool:
+    """Words that only say no ("actually, don't", "please don't", "better not", "no"); "hold on" waits."""
+    return (bool(toks) and all(_negation(t) or t.norm in _TAKE_BACK for t in toks) and any(_negation(t) for t in toks)
+            and not all(t.norm in _WAIT for t in toks))
 
 
 def _dangling_negation(words: Words, verb: Token) -> bool:
@@ -242,6 +253,11 @@ def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
     reason = [t for t in words.tokens if t.index >= start]
     if any(_has_phrase(reason, r) for r in RETRACTIONS):
         return "negated"
+    pieces: dict[tuple[int, int], list[Token]] = {}
+    for t in reason:
+        pieces.setdefault((t.clause, t.part), []).append(t)
+    if any(_only_a_take_back(toks) for toks in pieces.values()):
+        return "negated"  # "silence kimi 2h, please don't", "… . no"
     # ("during", "until" say what the silence covers: "silence kimi 2h, no pages during the driver upgrade")
     if any(((t.norm in _CONDITIONS or t.norm in QUALIFIERS) and t.norm not in _COVERS) or _ish(t.norm)
            for t in reason):

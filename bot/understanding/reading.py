@@ -201,7 +201,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     """Read ``message`` against ``config`` (and the services' other names, ``aliases``). Never raises."""
     index = NameIndex.build(config, aliases)
     known = slots.known(index)
-    w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x)) is not None)
+    w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x) or index.typo(x)) is not None)
     w = lexicon.translate(w, lambda x: x in known or slots.is_word(x) or index.exact(x) is not None)
     said = w  # the whole message: a silence's reason is read for doubts, never for names or commands
     w = _without_reason(w)

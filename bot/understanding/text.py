@@ -20,7 +20,7 @@ _TOKEN = re.compile(
     r"(?P<enum>(?<![\w.])(?:\d{1,2}|[a-e])\))|"  # "1) is kimi up 2) …", "a) … b) …": an enumeration ends a part
     rf"(?P<word>(?:--?|/)?[{_LATIN}](?:[{_LATIN}./+'-]*[{_LATIN}])?%?)"
     r"|(?P<cjk>[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)"
-    r"|(?P<punct>[?？!！.。;；=…,，、\n:—–\u2063])"
+    r"|(?P<punct>->|=>|[?？!！.。;；=…,，、\n:—–→\u2063])"  # an arrow parts like a comma ("hung -> restart")
 )
 _ENDS = {"?", "？", "!", "！", ".", "。", ";", "；", "\n", "…"}  # a comma, a colon or a dash ends a part only
 _QUESTION = {"?", "？"}
@@ -40,7 +40,7 @@ _PREFIXES = frozenset({"re", "un", "pre", "de", "non", "co", "mis"})
 _SHORTHAND = {"u": "you", "r": "are", "ur": "your", "cmd": "command", "cmds": "commands", "l8r": "later",
               "l8er": "later", "b4": "before", "2nite": "tonight", "2night": "tonight", "yday": "yesterday",
               "yest": "yesterday", "cuz": "because", "coz": "because", "bc": "because", "plz": "please",
-              "thru": "through", "msg": "message", "msgs": "messages"}
+              "thru": "through", "msg": "message", "msgs": "messages", "lat": "latency", "tput": "throughput"}
 _CONTRACTIONS = re.compile(r"^(?:\w+n't|i'm|i've|i'd|i'll|we're|you're|they're|let's|it'll|that'll)$")
 
 

@@ -601,3 +601,29 @@ def test_a_pasted_table_asks_nothing() -> None:
             "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |")
     r = route(read(text, "slack", BOT), CFG, ALIASES)
     assert not r.matched and r.unknown == []
+
+
+@pytest.mark.parametrize("text", ["restart qwen, please don't", "bounce kimi, better not",
+                                  "qwen neu starten, bitte nicht",
+                                  "reinicia qwen, mejor no", "redémarre qwen, non", "重启 qwen，算了",
+                                  "qwenを再起動、やっぱりやめて", "restart qwen, no rush"])
+def test_a_take_back_after_a_comma_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize("text", ["restart kimi, not qwen", "qwen is not responding, restart it",
+                                  "qwen hung -> restart", "kimi wedged => bounce it"])
+def test_a_negation_elsewhere_and_an_arrow_keep_the_order(text: str) -> None:
+    assert _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "nodes", "services"), [
+    ("gpu-bb status", ["gpu-b"], []), ("logs on gpu-aa", ["gpu-a"], []), ("qwenn status", [], ["qwen"]),
+])
+def test_a_letter_typed_twice_is_still_the_name(text: str, nodes: list[str], services: list[str]) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (sorted(r.named_nodes), sorted(r.named_services), r.unknown) == (nodes, services, []), text
+
+
+def test_lat_and_tput_are_throughput() -> None:
+    assert _read("lat on kimi?")[0] == "throughput" and _read("qwen tput")[0] == "throughput"
