@@ -162,13 +162,7 @@ def words(message: Message) -> Words:
                 assignments.append((len(tokens) - 1, raw))
                 pending_eq = False
             pending_eq = False
-            norm = normalise(raw)
-            possessive = False
-            if norm.endswith("'s") and len(norm) > 2:
-                norm, raw, possessive = norm[:-2], raw[:-2], True
-            elif "'" in norm and not _CONTRACTIONS.match(norm):
-                norm = norm.strip("'")
-            norm = _SHORTHAND.get(norm, norm)
+            norm, raw, possessive = _word(raw)
             if norm in _CLAUSE_OPENERS and len(tokens) > clause_start:
                 close(question)
                 question = False
@@ -182,6 +176,16 @@ def words(message: Message) -> Words:
     joined = _joined_questions(tokens, clauses)
     return Words(tokens=tuple(tokens), clauses=joined, emoji=message.emoji, text=normalise(" ".join(plain)),
                  assignments=tuple(assignments), labels=frozenset(labels))
+
+
+def _word(raw: str) -> tuple[str, str, bool]:
+    """A word's normal form, as written without its 's, and whether it had one ("Kimi's" → "kimi")."""
+    norm = normalise(raw)
+    if norm.endswith("'s") and len(norm) > 2:
+        return norm[:-2], raw[:-2], True
+    if "'" in norm and not _CONTRACTIONS.match(norm):
+        norm = norm.strip("'")
+    return _SHORTHAND.get(norm, norm), raw, False
 
 
 def _joined_questions(tokens: list[Token], clauses: list[Clause]) -> tuple[Clause, ...]:
