@@ -111,7 +111,10 @@ COMMANDS: tuple[Command, ...] = (
         examples=("unlock kimi", "clear the restart lock on kimi"),
         words=Vocabulary(strong=("unlock", "restart lock", "stale lock", "clear the lock", "release the lock",
                                  "the lock", "holds the lock", "has the lock", "lock holder", "held the lock",
-                                 "lock on", "is locked", "still locked", "locked up", "any locks", "locks"),
+                                 "lock on", "is locked", "still locked", "locked up", "any locks", "locks",
+                                 # the lock's state said of it ("kimi's restart lock is stuck since yesterday")
+                                 "restart lock is stuck", "restart lock stuck", "lock is stuck", "lock stuck",
+                                 "stuck lock", "lock is stale", "lock is hung", "lock hung"),
                          medium=("lock", "locked", "stale")),
         handler=restart.handle_unlock,
         restricted=True,

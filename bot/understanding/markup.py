@@ -37,6 +37,7 @@ class Segment:
     quoted: bool = False
     code: bool = False
     struck: bool = False
+    pasted: bool = False  # a pasted log line or table row (read like code; its words name no setting asked about)
 
     @property
     def marked(self) -> bool:
@@ -157,7 +158,7 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
         pos = m.end()
     _lines(unescape(text[pos:]), segments)
     cleaned = tuple(Segment(_BOLD.sub(r"\1", _ITALIC.sub(r"\1", s.text)) if not s.code else s.text,
-                            s.quoted, s.code, s.struck) for s in segments if s.text)
+                            s.quoted, s.code, s.struck, s.pasted) for s in segments if s.text)
     return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other,
                    beside_other=beside_other, raw=raw)
 
@@ -177,7 +178,7 @@ def _lines(text: str, out: list[Segment]) -> None:
     rest_quoted = False
     for line in text.split("\n"):
         if _LOG_LINE.match(line):
-            out.append(Segment(line, code=True))
+            out.append(Segment(line, code=True, pasted=True))
             out.append(Segment("\n"))
             continue
         if line.lstrip().startswith(">>>"):

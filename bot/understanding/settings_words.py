@@ -173,6 +173,9 @@ def find(words: Words) -> Setting | None:
     ``--max-model-len``, ``-tp``, ``tp8``) wins; then the phrase that covers the most words; then a value only
     one setting takes. The value it checks, if any, comes with it (``values.of``)."""
     found = _written(words) or _by_phrase(words) or _by_value(words)
+    pasted = {t.index for t in words.tokens if t.pasted}
+    if found is not None and found.tokens <= pasted and len(pasted) < len(words.tokens):
+        return None  # "INFO … Starting vLLM API server …\nso qwen is up?": the paste's words, not the question
     if found is None or found.value is not None:
         return found
     return replace(found, value=values.of(words, found.name, found.tokens))

@@ -61,6 +61,7 @@ class Token:
     possessive: bool = False  # written with 's ("kimi's")
     cjk: bool = False  # a run of Chinese or Japanese characters (read by the lexicons, not word by word)
     translated: bool = False  # an English word the lexicons put for a word of another language
+    pasted: bool = False  # in a pasted log line or table row
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +171,7 @@ def words(message: Message) -> Words:
             tokens.append(Token(
                 norm=norm, raw=raw, stem=norm if cjk else stem(norm), index=len(tokens), clause=len(clauses),
                 part=part, marked=seg.marked, quoted=seg.quoted, struck=seg.struck, code=seg.code,
-                possessive=possessive, cjk=cjk))
+                possessive=possessive, cjk=cjk, pasted=seg.pasted))
     close(question)
     # A question mark ends its clause; a message of one clause written as a question is one.
     joined = _joined_questions(tokens, clauses)

@@ -627,3 +627,20 @@ def test_a_letter_typed_twice_is_still_the_name(text: str, nodes: list[str], ser
 
 def test_lat_and_tput_are_throughput() -> None:
     assert _read("lat on kimi?")[0] == "throughput" and _read("qwen tput")[0] == "throughput"
+
+
+@pytest.mark.parametrize("text", ["kimiは再起動しなくていい", "qwenは再起動しなくても大丈夫", "qwenの再起動は必要ない",
+                                  "kimi 不用重启", "没必要重启 qwen"])
+def test_no_need_to_restart_in_japanese_and_chinese_is_a_negation(text: str) -> None:
+    intent, _, order, args = _read(text)
+    assert (intent, order, args.get("negated")) == ("restarts", False, True), text
+
+
+def test_a_setting_named_only_in_a_pasted_log_line_is_not_the_question() -> None:
+    text = "<@U0BOT> INFO 12-05 04:40:00 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000\nkimi up?"
+    _case(text, "status", ["kimi"])
+
+
+def test_a_lock_said_to_be_stuck_is_about_the_lock_never_an_order() -> None:
+    intent, services, order, _ = _read("qwen's restart lock is stuck since this morning")
+    assert (intent in ("unlock", "restarts"), services, order) == (True, ["qwen"], False)
