@@ -644,3 +644,24 @@ def test_a_setting_named_only_in_a_pasted_log_line_is_not_the_question() -> None
 def test_a_lock_said_to_be_stuck_is_about_the_lock_never_an_order() -> None:
     intent, services, order, _ = _read("qwen's restart lock is stuck since this morning")
     assert (intent in ("unlock", "restarts"), services, order) == (True, ["qwen"], False)
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("can the bot draw graphs in slack", "help"), ("is there a json output for status", "help"),
+    ("give me an example of a throughput question", "help"), ("what did the bot do last night", "audit"),
+])
+def test_questions_about_the_bots_own_features(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_something_different_in_a_services_env_is_what_changed() -> None:
+    _case("anything different in kimi's env since monday", "changes", ["kimi"])
+    _case("something different in qwen's flags?", "changes", ["qwen"])
+
+
+def test_the_kv_cache_block_is_the_block_size_flag() -> None:
+    _case("how big is qwen's kv cache block", "flag", ["qwen"], flag="block-size")
+
+
+def test_a_german_adverb_is_no_unknown_name() -> None:
+    assert route(read("qwen startet immer wieder neu, warum?", "terminal"), CFG, ALIASES).unknown == []
