@@ -326,6 +326,7 @@ COMMANDS: tuple[Command, ...] = (
         summary="live tokens/s, latency percentiles and the latest benchmark results",
         examples=("throughput", "how fast is kimi?", "tok/s"),
         words=Vocabulary(strong=("throughput", "thruput", "tok/s", "tokens per second", "tokens/s", "tps", "ttft",
+                                 "req/s", "reqs/s", "requests per second",
                                  "itl", "tpot", "latency", "perf", "=performance", "speed", "how fast",
                                  "single stream", "generation", "bench results", "benchmark results", "sluggish",
                                  "slower", "faster", "tokens per sec", "tok per sec", "tokens a second", "tokens/sec",

@@ -28,7 +28,7 @@ _WAIT = frozenset({"wait", "hold", "on", "hang", "sec", "second", "hmm", "hmmm",
 # Beside a negation in a sentence of its own after an order, they take it back ("actually, don't").
 _TAKE_BACK = frozenset({"actually", "wait", "hmm", "um", "oh", "please", "pls", "on", "second", "thought",
                         "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk", "better", "rather",
-                        "or", "maybe"})
+                        "or", "maybe", "forget"})
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
@@ -36,7 +36,7 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
                ("disregard",), ("jk",), ("nope",), ("nah",), ("not", "now"), ("not", "yet"), ("not", "today"),
                ("not", "tonight"), ("not", "really"), ("not", "right", "now"), ("just", "kidding"), ("kidding",),
-               ("joking",), ("/s",))
+               ("joking",), ("/s",), ("forget", "it"), ("forget", "that"), ("forget", "about", "it"))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
     "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl".split()
@@ -94,6 +94,9 @@ _CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
 # "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
 _AT = frozenset({"at", "by", "around", "about"})
 _TIME_NOUNS = frozenset({"top", "end", "start", "beginning", "half", "bottom"})
+# What a number "at" measures when it is no time ("it's at 0 tok/s", "stuck at 40 percent").
+_MEASURES = frozenset({"tok/s", "tokens/s", "t/s", "tokens", "tok", "tps", "rps", "req/s", "percent", "pct", "gb",
+                       "gib", "mb", "mib", "ms", "c", "w", "watts", "degrees", "shards", "requests", "reqs"})
 # Words that open a question (at the start of a clause).
 QUESTION_OPENERS = frozenset(
     "why when who whom whose how what which where did does do has have had was were is are should shall "
@@ -184,7 +187,10 @@ def _clock_time(tokens: Sequence[Token]) -> bool:
         if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit", "couple")
                                or b.norm in _NUMBER_WORDS):
             return True
-        if a.norm in _AT and (b.norm[:1].isdigit() or (b.norm == "the" and c is not None and c.norm in _TIME_NOUNS)):
+        measure = b.norm.endswith("%") or (c is not None and c.norm in _MEASURES)  # "it's at 0 tok/s", "at 95%"
+        if a.norm in _AT and b.norm[:1].isdigit() and not measure:
+            return True
+        if a.norm in _AT and b.norm == "the" and c is not None and c.norm in _TIME_NOUNS:
             return True
     return False
 

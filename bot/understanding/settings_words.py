@@ -134,7 +134,7 @@ def setting_words() -> frozenset[str]:
            for w in _split(p.replace(" + ", " "))}
     out |= {w for name in flag_names() for w in name.split("-")}
     out |= {w for name in known_env() for w in name.lower().split("_")}
-    return frozenset(w for w in out if len(w) >= 3 and w.isalpha())
+    return frozenset({w for w in out if len(w) >= 3 and w.isalpha()} | set(SHORT_ALIASES))
 
 
 @functools.cache

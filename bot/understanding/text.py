@@ -40,7 +40,8 @@ _PREFIXES = frozenset({"re", "un", "pre", "de", "non", "co", "mis"})
 _SHORTHAND = {"u": "you", "r": "are", "ur": "your", "cmd": "command", "cmds": "commands", "l8r": "later",
               "l8er": "later", "b4": "before", "2nite": "tonight", "2night": "tonight", "yday": "yesterday",
               "yest": "yesterday", "cuz": "because", "coz": "because", "bc": "because", "plz": "please",
-              "thru": "through", "msg": "message", "msgs": "messages", "lat": "latency", "tput": "throughput"}
+              "thru": "through", "msg": "message", "msgs": "messages", "lat": "latency", "tput": "throughput",
+              "err": "error", "errs": "errors"}
 _CONTRACTIONS = re.compile(r"^(?:\w+n't|i'm|i've|i'd|i'll|we're|you're|they're|let's|it'll|that'll)$")
 
 

@@ -119,6 +119,7 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
     _state_question(scores, clause, question, names)
+    _how_many(scores, clause)
     _about_the_bot(scores, clause)
     # Thanks beside a question is politeness; beside only weak words ("morning all", "thanks all") and no name
     # it is the message ("hey, check kimi" asks).
@@ -188,6 +189,18 @@ def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: b
             return
 
 
+def _how_many(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """"how many req/s is kimi serving", "how much vram …": what is counted is the question, not the state
+    said of the service after it."""
+    if len(clause) < 3 or clause[0].norm != "how" or clause[1].norm not in ("many", "much"):
+        return
+    counted = next((h for h in scores.hits if clause[2].index in h.tokens), None)
+    if counted is not None:
+        for c, wt in counted.credits:
+            if scores.by_command.get(c, 0.0) > 0:  # not a chart weighed out for want of one asked for
+                scores.by_command[c] += min(wt, 1.5)
+
+
 def _about_the_bot(scores: scoring.Scores, clause: Sequence[Token]) -> None:
     """A question about the bot itself: help about its commands ("help restart", "what does `unlock` do",
     "syntax for silence" — not the verb in "would a restart help") makes the commands it names its topic;
@@ -222,9 +235,10 @@ def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
             by[name] = by.get(name, 0.0) + 4.0
         elif not cue:
             # Without one, only a phrase about load durations ("how long did it take to load").
-            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
-                          if c == name and w >= 3.0 and len(h.words) > 1)
-            by[name] = phrases if name == "chart_loads" else 0.0
+            # ("qwen's bench history" is the benchmarks over their dates.)
+            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits if c == name and w >= 3.0
+                          and len(h.words) > 1 and (name == "chart_loads" or "history" in h.words))
+            by[name] = phrases if name in ("chart_loads", "chart_bench") else 0.0
 
 
 def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:

@@ -665,3 +665,26 @@ def test_the_kv_cache_block_is_the_block_size_flag() -> None:
 
 def test_a_german_adverb_is_no_unknown_name() -> None:
     assert route(read("qwen startet immer wieder neu, warum?", "terminal"), CFG, ALIASES).unknown == []
+
+
+@pytest.mark.parametrize("text", ["restart qwen... no, forget it", "bounce kimi. forget that"])
+def test_forget_it_takes_an_order_back(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize("text", ["restart qwen please, it's at 0 tok/s", "bounce kimi, it's stuck at 95%"])
+def test_a_measure_after_at_is_no_time(text: str) -> None:
+    assert _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent", "args"), [
+    ("qwen's bench history", "chart_bench", {}), ("is qwen on int4 weights", "flag", {"flag": "quantization"}),
+    ("how many req/s is qwen serving", "throughput", {}), ("qwen err log", "logs", {}),
+])
+def test_bench_history_weights_rates_and_err(text: str, intent: str, args: dict[str, object]) -> None:
+    _case(text, intent, ["qwen"], **args)
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+def test_a_short_alias_beside_another_is_no_unknown_name() -> None:
+    assert route(read("what's qwen's tp and pp", "terminal"), CFG, ALIASES).unknown == []
