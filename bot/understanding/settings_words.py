@@ -34,6 +34,8 @@ _ENV_LEAD = frozenset({"vllm", "torch", "pytorch"})
 _ENV_TAIL = frozenset({"s", "seconds", "mb", "ms"})
 # Words that ask for a variable rather than a flag ("is the api key variable set").
 _ENV_WORDS = frozenset({"variable", "variables", "var", "vars", "env", "environment", "envvar", "envvars"})
+# The journal's own options, typed after "logs" ("logs kimi --since 1h").
+_LOG_OPTIONS = frozenset({"since", "until", "lines", "follow", "grep", "reverse", "no-pager", "boot", "priority"})
 # Pieces of a " + " phrase lie this close (in words).
 _NEAR = 8
 
@@ -148,6 +150,8 @@ def _canonical_flag(word: str) -> str | None:
     if name in ("help", "h"):
         return None  # "--help" is the bot's help, never vLLM's
     if word.startswith("--"):
+        if name in _LOG_OPTIONS:
+            return None  # "logs kimi --since 1h": the journal's option, not a vLLM flag
         name = name.removeprefix("no-")
         return name if name in flag_names() or len(name) > 2 else None
     if word.startswith("-") and len(name) >= 2:  # "-n 40" is tail's, not vLLM's --nnodes

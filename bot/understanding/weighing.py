@@ -136,7 +136,9 @@ def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Settin
         return False
     by = scores.by_command
     first = min(setting.tokens)
-    subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+    # After "since …", or after what changed ("who changed kimi's max model len"), it is context.
+    subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause) or any(
+        h.start < first and wt >= 3.0 for h in scores.words_of("changes") for c, wt in h.credits if c == "changes")
     if setting.value is not None:
         # Named by its value, a word of its own name is the setting's ("does kimi load from safetensors" is the
         # load format, not the loading).

@@ -688,3 +688,26 @@ def test_bench_history_weights_rates_and_err(text: str, intent: str, args: dict[
 
 def test_a_short_alias_beside_another_is_no_unknown_name() -> None:
     assert route(read("what's qwen's tp and pp", "terminal"), CFG, ALIASES).unknown == []
+
+
+@pytest.mark.parametrize(("text", "intent"), [("qwen envv", "settings"), ("kimi logss", "logs"),
+                                             ("gpuss on qwen", "gpus")])
+def test_a_short_command_word_with_a_letter_typed_twice(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_the_journals_options_after_logs_are_no_vllm_flags() -> None:
+    _case("logs qwen --since 2h", "logs", ["qwen"])
+    _case("what's qwen's --max-num-seqs", "flag", ["qwen"], flag="max-num-seqs")
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("who changed qwen's max model len", "changes"), ("what's qwen's max model len", "flag"),
+    ("how is qwen launched", "settings"), ("how was kimi started", "settings"),
+])
+def test_who_changed_a_flag_and_how_a_service_is_launched(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_french_rien_is_no_unknown_name() -> None:
+    assert route(read("ne redémarre rien ce soir", "terminal"), CFG, ALIASES).unknown == []
