@@ -69,7 +69,7 @@ QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
     "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
-    "whenever someday sometime pending awaiting during".split()
+    "whenever someday sometime pending awaiting during assuming provided providing iff".split()
 )
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
@@ -77,7 +77,8 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"),
                      ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
                      ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
-                     ("some", "time"), ("should", "it"), ("this", "month"), ("no", "rush"), ("no", "hurry"))
+                     ("some", "time"), ("should", "it"), ("this", "month"), ("no", "rush"), ("no", "hurry"),
+                     ("as", "long", "as"), ("so", "long", "as"), ("given", "that"), ("on", "condition"))
 _COVERS = frozenset({"during", "until", "till", "til", "for", "through", "thru"})
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"

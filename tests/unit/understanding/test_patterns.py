@@ -711,3 +711,20 @@ def test_who_changed_a_flag_and_how_a_service_is_launched(text: str, intent: str
 
 def test_french_rien_is_no_unknown_name() -> None:
     assert route(read("ne redémarre rien ce soir", "terminal"), CFG, ALIASES).unknown == []
+
+
+@pytest.mark.parametrize("text", ["restart qwen, assuming it's idle", "bounce kimi provided the eval is over",
+                                  "restart qwen as long as nobody objects", "reinicia kimi, o mejor no",
+                                  "等会儿重启 kimi", "restart qwen iff it hangs"])
+def test_a_condition_or_a_later_in_other_words_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent"), [("welcome back bot", "smalltalk"), ("are you a bot?", "help")])
+def test_greetings_and_what_the_bot_is(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_team_shorthand_is_no_unknown_name() -> None:
+    for text in ("todo restart qwen", "qwen logs grep nccl"):
+        assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
