@@ -36,10 +36,11 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
                ("disregard",), ("jk",), ("nope",), ("nah",), ("not", "now"), ("not", "yet"), ("not", "today"),
                ("not", "tonight"), ("not", "really"), ("not", "right", "now"), ("just", "kidding"), ("kidding",),
-               ("joking",), ("/s",), ("forget", "it"), ("forget", "that"), ("forget", "about", "it"))
+               ("joking",), ("/s",), ("forget", "it"), ("forget", "that"), ("forget", "about", "it"), ("on", "hold"))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
-    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl".split()
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl kinda "
+    "sorta tbd".split()
 )
 # Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
 DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
@@ -63,13 +64,15 @@ def doubting_emoji(emoji: Sequence[str]) -> bool:
 
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
-                      ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
+                      ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"), ("sort", "of"),
+                      ("kind", "of"))
 # When, or on what condition: an order for later is not one now ("now", "asap" are not qualifiers).
 QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
     "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
-    "whenever someday sometime pending awaiting during assuming provided providing iff".split()
+    "whenever someday sometime pending awaiting during assuming provided providing iff contingent momentarily "
+    "within".split()
 )
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
@@ -78,7 +81,9 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
                      ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
                      ("some", "time"), ("should", "it"), ("this", "month"), ("no", "rush"), ("no", "hurry"),
-                     ("as", "long", "as"), ("so", "long", "as"), ("given", "that"), ("on", "condition"))
+                     ("as", "long", "as"), ("so", "long", "as"), ("given", "that"), ("on", "condition"),
+                     ("in", "the", "event"), ("should", "the"), ("should", "that"), ("should", "this"),
+                     ("subject", "to"), ("down", "the", "line"))
 _COVERS = frozenset({"during", "until", "till", "til", "for", "through", "thru"})
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"

@@ -41,7 +41,7 @@ _SHORTHAND = {"u": "you", "r": "are", "ur": "your", "cmd": "command", "cmds": "c
               "l8er": "later", "b4": "before", "2nite": "tonight", "2night": "tonight", "yday": "yesterday",
               "yest": "yesterday", "cuz": "because", "coz": "because", "bc": "because", "plz": "please",
               "thru": "through", "msg": "message", "msgs": "messages", "lat": "latency", "tput": "throughput",
-              "err": "error", "errs": "errors"}
+              "err": "error", "errs": "errors", "tmw": "tomorrow"}
 _CONTRACTIONS = re.compile(r"^(?:\w+n't|i'm|i've|i'd|i'll|we're|you're|they're|let's|it'll|that'll)$")
 
 

@@ -728,3 +728,15 @@ def test_greetings_and_what_the_bot_is(text: str, intent: str) -> None:
 def test_team_shorthand_is_no_unknown_name() -> None:
     for text in ("todo restart qwen", "qwen logs grep nccl"):
         assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize("text", ["restart qwen in the event it hangs again", "bounce kimi should the load stall",
+                                  "restart qwen subject to approval", "restart kimi, contingent on the eval",
+                                  "restart qwen kinda", "bounce kimi, sort of", "restart qwen tmw",
+                                  "restart kimi within the hour", "bounce qwen, on hold", "restart kimi tbd"])
+def test_conditions_deadlines_and_half_meant_orders_leave_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+def test_a_remark_after_an_order_keeps_it() -> None:
+    assert _read("restart kimi, it should be quick")[2]
