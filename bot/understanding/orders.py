@@ -40,7 +40,7 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
     "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl kinda "
-    "sorta tbd".split()
+    "sorta tbd alternatively hypothetically".split()
 )
 # Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
 DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
@@ -65,7 +65,7 @@ def doubting_emoji(emoji: Sequence[str]) -> bool:
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
                       ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"), ("sort", "of"),
-                      ("kind", "of"))
+                      ("kind", "of"), ("worst", "case"), ("in", "theory"))
 # When, or on what condition: an order for later is not one now ("now", "asap" are not qualifiers).
 QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
@@ -100,6 +100,8 @@ _CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
 # "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
 _AT = frozenset({"at", "by", "around", "about"})
 _TIME_NOUNS = frozenset({"top", "end", "start", "beginning", "half", "bottom"})
+_TIME_WORDS = frozenset({"min", "mins", "minute", "minutes", "hour", "hours", "hr", "hrs", "sec", "secs", "second",
+                         "seconds", "moment", "bit", "while", "day", "days", "week", "weeks", "pm", "am", "noon"})
 # What a number "at" measures when it is no time ("it's at 0 tok/s", "stuck at 40 percent").
 _MEASURES = frozenset({"tok/s", "tokens/s", "t/s", "tokens", "tok", "tps", "rps", "req/s", "percent", "pct", "gb",
                        "gib", "mb", "mib", "ms", "c", "w", "watts", "degrees", "shards", "requests", "reqs"})
@@ -313,12 +315,16 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
     # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
     told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
     scope = [t for t in scope if told is None or t.index < told]
+    # A time in a part before the order's ("in an hour, restart kimi"; not "stuck in a loop, restart it").
+    before = [t for t in scope if t.part < verb.part]
+    ahead = _clock_time(before) and any(t.norm in _TIME_WORDS or t.norm[:1].isdigit() for t in before)
     if allow_time:
         length = next((t.index for t in scope if t.index > verb.index and t.norm in _LENGTH), None)
-        return any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
-                   for t in scope)
+        return ahead or any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
+                            for t in scope)
     later = [t for t in scope if t.index > verb.index]
     return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) or _ish(t.norm) for t in scope) or _clock_time(later)
+            or ahead
             or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
 
 

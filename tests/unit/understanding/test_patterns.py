@@ -740,3 +740,17 @@ def test_conditions_deadlines_and_half_meant_orders_leave_no_order(text: str) ->
 
 def test_a_remark_after_an_order_keeps_it() -> None:
     assert _read("restart kimi, it should be quick")[2]
+
+
+@pytest.mark.parametrize("text", ["worst case, bounce qwen", "in theory, restart kimi", "alternatively, restart qwen",
+                                  "in 20 min, restart kimi", "可能要重启 qwen", "たぶん qwenを再起動"])
+def test_a_time_or_a_maybe_before_the_order_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+def test_a_length_in_the_statement_before_an_order_keeps_it() -> None:
+    assert _read("qwen has been down for an hour, restart it")[2]
+
+
+def test_stuck_in_a_loop_before_an_order_is_no_time() -> None:
+    assert _read("qwen is stuck in a loop, restart it")[2]
