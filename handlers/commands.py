@@ -141,6 +141,8 @@ COMMANDS: tuple[Command, ...] = (
                                  "back up by itself", "back up on its own", "restart automatically"),
                          medium=("who may", "who can", "allowed to", "permission", "safe", "=times", "how often",
                                  "overnight", "last night", "downside", "unplanned", "cooldown", "cool down",
+                                 "ok to restart", "okay to restart", "is it ok to restart", "is it safe to restart",
+                                 "is it fine to restart", "fine to restart", "alright to restart",
                                  "restart cooldown", "rate limit")),
         handler=restart_info.handle,
         args=("negated",),

@@ -42,6 +42,7 @@ _MAY = frozenset({"can", "could", "may", "might", "must"})
 _DOERS = frozenset({"we", "i", "someone", "somebody", "anyone", "anybody"})
 # An order's object that is every service.
 _ALL = frozenset({"everything", "all", "both", "every", "everyone"})
+_THE_BOT = frozenset({"bot", "inferbot", "the"})
 # Words of a question about who did something (with a past-tense verb): the bot's own record.
 _WHO_DID = frozenset({"who", "whoever", "anyone", "anybody", "someone", "somebody", "did", "when"})
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
@@ -338,7 +339,8 @@ def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause 
 def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: bool = False) -> Reading:
     """Nothing placed with confidence: a name alone is its status; emoji alone is small talk; else short help
     with the best guesses as full commands."""
-    live = [t for t in w.tokens if not t.marked]
+    # The bot addressed by name beside an emoji is still only the emoji (":wave: bot").
+    live = [t for t in w.tokens if not t.marked and t.norm not in _THE_BOT]
     if reading.explicit_target and not paste:
         reading.command, reading.intent, reading.score = command("status"), "status", 1.0
         return reading

@@ -754,3 +754,14 @@ def test_a_length_in_the_statement_before_an_order_keeps_it() -> None:
 
 def test_stuck_in_a_loop_before_an_order_is_no_time() -> None:
     assert _read("qwen is stuck in a loop, restart it")[2]
+
+
+@pytest.mark.parametrize(("text", "intent"), [("is it ok to restart qwen now", "restarts"),
+                                              ("fine to restart kimi?", "restarts"), ("is qwen ok", "status")])
+def test_ok_to_restart_asks_whether_one_may(text: str, intent: str) -> None:
+    intent_got, _, order, _ = _read(text)
+    assert (intent_got, order) == (intent, False), text
+
+
+def test_an_emoji_to_the_bot_by_name_is_small_talk() -> None:
+    assert _read("<@U0BOT> :wave: bot")[0] == "smalltalk"
