@@ -143,6 +143,7 @@ COMMANDS: tuple[Command, ...] = (
                                  "overnight", "last night", "downside", "unplanned", "cooldown", "cool down",
                                  "ok to restart", "okay to restart", "is it ok to restart", "is it safe to restart",
                                  "is it fine to restart", "fine to restart", "alright to restart",
+                                 "until i can restart", "before i can restart", "until we can restart",
                                  "restart cooldown", "rate limit")),
         handler=restart_info.handle,
         args=("negated",),

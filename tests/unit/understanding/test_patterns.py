@@ -765,3 +765,12 @@ def test_ok_to_restart_asks_whether_one_may(text: str, intent: str) -> None:
 
 def test_an_emoji_to_the_bot_by_name_is_small_talk() -> None:
     assert _read("<@U0BOT> :wave: bot")[0] == "smalltalk"
+
+
+def test_how_long_until_one_may_restart_is_about_restarts() -> None:
+    assert _read("how long until we can restart qwen again")[0] == "restarts"
+    assert _read("how long until qwen is ready")[0] == "status"
+
+
+def test_spanish_nada_is_no_unknown_name() -> None:
+    assert route(read("no reinicies nada hoy", "terminal"), CFG, ALIASES).unknown == []
