@@ -774,3 +774,8 @@ def test_how_long_until_one_may_restart_is_about_restarts() -> None:
 
 def test_spanish_nada_is_no_unknown_name() -> None:
     assert route(read("no reinicies nada hoy", "terminal"), CFG, ALIASES).unknown == []
+
+
+def test_the_gpu_util_fraction_reserved_is_the_flag_and_an_eval_is_no_name() -> None:
+    _case("what gpu util fraction does kimi reserve", "flag", ["kimi"], flag="gpu-memory-utilization")
+    assert route(read("restart qwen, unless the eval's still running", "terminal"), CFG, ALIASES).unknown == []
