@@ -24,7 +24,8 @@ _CODE = re.compile(r"`([^`\n]+)`")
 _STRIKE = re.compile(r"(?<![\w~])~([^~\n]+)~(?![\w~])")
 _BOLD = re.compile(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])")
 _ITALIC = re.compile(r"(?<![\w_])_([^_\n]+)_(?![\w_])")
-_SHORTCODE = re.compile(r":([a-z0-9_+'-]+(?:::skin-tone-\d)?):")
+# Never inside a clock ("03:12:44"): a shortcode starts after no letter or digit.
+_SHORTCODE = re.compile(r"(?<![A-Za-z0-9]):([a-z0-9_+'-]+(?:::skin-tone-\d)?):")
 _QUOTE_LINE = re.compile(r"^\s*>\s?")
 
 
@@ -36,6 +37,7 @@ class Segment:
     quoted: bool = False
     code: bool = False
     struck: bool = False
+    pasted: bool = False  # a pasted log line or table row (read like code; its words name no setting asked about)
 
     @property
     def marked(self) -> bool:
@@ -59,12 +61,23 @@ class Message:
     @property
     def plain(self) -> str:
         """The whole text as a person reads it (marks dropped), on one line per line."""
-        return "".join(s.text for s in self.segments).strip()
+        return "".join(s.text for s in self.segments).replace(PART, " ").strip()
 
     @property
     def empty(self) -> bool:
         """Nothing but space (emoji aside)."""
         return not self.plain
+
+
+# An emoji between words parts them like a comma ("kimi's dead again :skull: restart it"): it stays in the
+# segments as this invisible separator, which the words read as a comma and the plain text drops.
+PART = "\u2063"
+# Emoji that ask a question of their own ("📈 kimi 24h", ":thermometer: gpu-a"): read as the words they stand
+# for. Every other emoji stays apart from the words (a reaction, a mood, a doubt).
+EMOJI_WORDS = {"chart_with_upwards_trend": "throughput chart", "chart_with_downwards_trend": "throughput chart",
+               "bar_chart": "chart", "thermometer": "gpu temperature", "scroll": "logs", "page_facing_up": "logs",
+               "hourglass": "eta", "hourglass_flowing_sand": "eta", "stopwatch": "latency",
+               "straight_ruler": "max model len", "triangular_ruler": "max model len"}
 
 
 def _emoji_chars(text: str, found: list[str]) -> str:
@@ -73,7 +86,11 @@ def _emoji_chars(text: str, found: list[str]) -> str:
     for ch in text:
         if unicodedata.category(ch) == "So" or ch in "\u200d\ufe0f":
             if ch not in "\u200d\ufe0f":
-                found.append(unicodedata.name(ch, "emoji").lower())
+                name = unicodedata.name(ch, "emoji").lower()
+                found.append(name)
+                out.append(f" {EMOJI_WORDS[name.replace(' ', '_')]} " if name.replace(" ", "_") in EMOJI_WORDS
+                           else f" {PART} ")
+                continue
             out.append(" ")
         else:
             out.append(ch)
@@ -122,9 +139,14 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
     # Slack escapes exactly these three; a terminal's text is taken as typed.
     unescape = html.unescape if surface == "slack" else (lambda s: s)
 
+    # Inside code or quotation marks a shortcode is part of what is quoted (a value, a line): left as typed.
+    quoted = [(q.start(), q.end()) for rx in (_CODE_BLOCK, _CODE, _QUOTATION) for q in rx.finditer(text)]
+
     def shortcode(m: re.Match[str]) -> str:
+        if any(a < m.start() < b for a, b in quoted):
+            return m.group(0)
         emoji.append(m.group(1))
-        return " "
+        return f" {EMOJI_WORDS[m.group(1)]} " if m.group(1) in EMOJI_WORDS else f" {PART} "
 
     text = _SHORTCODE.sub(shortcode, text)
     text = _emoji_chars(text, emoji)
@@ -136,15 +158,29 @@ def read(text: str, surface: Surface = "terminal", bot_user_id: str | None = Non
         pos = m.end()
     _lines(unescape(text[pos:]), segments)
     cleaned = tuple(Segment(_BOLD.sub(r"\1", _ITALIC.sub(r"\1", s.text)) if not s.code else s.text,
-                            s.quoted, s.code, s.struck) for s in segments if s.text)
+                            s.quoted, s.code, s.struck, s.pasted) for s in segments if s.text)
     return Message(segments=cleaned, emoji=tuple(emoji), surface=surface, to_other=to_other,
                    beside_other=beside_other, raw=raw)
 
 
+# A pasted log line or table row, read like code: vLLM's ("INFO 12-05 03:12:44 [loader.py:211] …", a worker's
+# "(VllmWorker rank=0 pid=7) ERROR …"), the journal's ("Dec 05 03:12:44 gpu-a vllm[812]: …"), an ISO-stamped one.
+_LOG_LINE = re.compile(
+    r"^\s*(?:\([^)\n]*\)\s*)?(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}"
+    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d{2}:\d{2}:\d{2}\s+\S+\s+[\w@.-]+(?:\[\d+\])?:"
+    r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}"
+    # a row of a pasted table (nvidia-smi's "+-----+", "| NVIDIA-SMI 550.54 … |")
+    r"|[+|][-=+| ]*[^\n]*[|+]\s*$)")
+
+
 def _lines(text: str, out: list[Segment]) -> None:
-    """Quoted lines (``> …``, Slack's ``&gt;`` already unescaped) apart from the others."""
+    """Quoted lines (``> …``, Slack's ``&gt;`` already unescaped) and pasted log lines apart from the others."""
     rest_quoted = False
     for line in text.split("\n"):
+        if _LOG_LINE.match(line):
+            out.append(Segment(line, code=True, pasted=True))
+            out.append(Segment("\n"))
+            continue
         if line.lstrip().startswith(">>>"):
             rest_quoted, line = True, line.lstrip()[3:]
         quoted = rest_quoted or bool(_QUOTE_LINE.match(line))

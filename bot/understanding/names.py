@@ -23,6 +23,7 @@ _GENERIC = frozenset(
     "checkpoint".split()
 )
 _SPLIT = re.compile(r"[-_/ ]+")
+_SQUEEZE = re.compile(r"[-_.]")
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,14 @@ class NameIndex:
         for key in (w, w.rsplit("/", 1)[-1]):
             if key in self.aliases:
                 return Target(word, services=tuple(self.aliases[key]), how="alias")
+        # "gpua", "gpu_b", "gpu.a": a name with its joiner left out or another one typed.
+        squeezed = _SQUEEZE.sub("", w)
+        for n in self.nodes:
+            if _SQUEEZE.sub("", n) == squeezed:
+                return Target(word, nodes=(self.nodes[n],), how="typo")
+        for n in self.services:
+            if _SQUEEZE.sub("", n) == squeezed:
+                return Target(word, services=tuple(self.services[n]), how="typo")
         # "kimi" picks "kimi-k25" when it is the only service name starting that way.
         starts = [n for n in self.services if n.startswith(w + "-")]
         if len(w) >= 3 and len(starts) == 1:
@@ -108,13 +117,25 @@ class NameIndex:
         from rapidfuzz.distance import OSA  # only a word that names nothing exactly pays for the import
 
         w = word.lower()
+        if len(w) == 3 and w.isalpha():
+            # A four-letter name with a letter left out inside ("kmi", "qwn"); never its first or last letter
+            # ("kim" is a person).
+            short = [n for n in self.services if len(n) == 4 and n[0] == w[0] and n[-1] == w[-1]
+                     and any(n[:i] + n[i + 1:] == w for i in (1, 2))]
+            return Target(word, services=tuple(self.services[short[0]]), how="typo") if len(short) == 1 else None
         if len(w) < 4:
             return None
         best: tuple[int, str] | None = None
+        for name in [*self.services, *self.nodes]:
+            # A letter typed twice ("gpu-aa", "kimii"), in a short part too.
+            if len(w) == len(name) + 1 and any(w[i] == w[i - 1] and w[:i] + w[i + 1:] == name
+                                               for i in range(1, len(w))):
+                found = self.exact(name)
+                return None if found is None else Target(word, found.services, found.nodes, how="typo")
         for name in [*self.services, *self.nodes, *self.variants]:
             if abs(len(name) - len(w)) > 2 or not _same_shape(w, name):
                 continue
-            if len(name) <= 4 and len(w) == len(name) and sorted(w) != sorted(name):
+            if len(name) <= 4 and len(w) == len(name) and sorted(w) != sorted(name) and not _next_key(w, name):
                 continue  # a short name with one letter changed is another word ("qwer"), not a typo
             d = OSA.distance(w, name, score_cutoff=2)
             if d <= (2 if len(name) >= 8 else 1) and (best is None or d < best[0]):
@@ -139,6 +160,20 @@ class NameIndex:
         known = self.known()
         found = process.extract(word.lower(), known, scorer=fuzz.ratio, limit=limit, score_cutoff=55)
         return [name for name, _, _ in found]
+
+
+_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
+_KEY_AT = {ch: (r, c) for r, row in enumerate(_ROWS) for c, ch in enumerate(row)}
+
+
+def _next_key(word: str, name: str) -> bool:
+    """``word`` is ``name`` with one letter after the first hit on a neighbouring key ("qweb", "kimo")."""
+    diff = [(a, b) for a, b in zip(word, name, strict=True) if a != b]
+    if len(diff) != 1 or word[0] != name[0] or diff[0][0] not in _KEY_AT or diff[0][1] not in _KEY_AT:
+        return False
+    (r1, c1), (r2, c2) = _KEY_AT[diff[0][0]], _KEY_AT[diff[0][1]]
+    # Rows are staggered: a key touches the one beside it and the two under or over it.
+    return (r1 == r2 and abs(c1 - c2) == 1) or (abs(r1 - r2) == 1 and c1 - c2 in ((0, -1) if r1 > r2 else (0, 1)))
 
 
 def _digits(word: str) -> str:

@@ -27,7 +27,8 @@ _WAIT = frozenset({"wait", "hold", "on", "hang", "sec", "second", "hmm", "hmmm",
                    "moment", "mo", "tho", "though", "ok", "oh"})
 # Beside a negation in a sentence of its own after an order, they take it back ("actually, don't").
 _TAKE_BACK = frozenset({"actually", "wait", "hmm", "um", "oh", "please", "pls", "on", "second", "thought",
-                        "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk"})
+                        "thoughts", "never", "mind", "do", "it", "that", "lol", "haha", "jk", "better", "rather",
+                        "or", "maybe", "forget"})
 # Said after an order, they take it back.
 RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), ("scratch", "that"),
                ("said", "no", "one"), ("said", "nobody"), ("said", "no"), ("false", "alarm"), ("no", "longer"),
@@ -35,10 +36,11 @@ RETRACTIONS = (("actually", "no"), ("never", "mind"), ("nvm",), ("nevermind",), 
                ("cancel", "that"), ("hold", "off"), ("no", "wait"), ("oh", "wait"), ("wait", "no"), ("ignore", "that"),
                ("disregard",), ("jk",), ("nope",), ("nah",), ("not", "now"), ("not", "yet"), ("not", "today"),
                ("not", "tonight"), ("not", "really"), ("not", "right", "now"), ("just", "kidding"), ("kidding",),
-               ("joking",), ("/s",))
+               ("joking",), ("/s",), ("forget", "it"), ("forget", "that"), ("forget", "about", "it"), ("on", "hold"))
 HESITATIONS = frozenset(
     "maybe perhaps idk unsure possibly probably might thinking considering wonder wondering dunno overkill "
-    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl".split()
+    "thoughts reckon guess suppose hmm hmmm um umm worth agree wdyt wyt objections opinions lol lmao rofl kinda "
+    "sorta tbd alternatively hypothetically".split()
 )
 # Emoji that doubt (Slack shortcodes and the Unicode names of the pictographs).
 DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", "woman-shrugging", "person_shrugging",
@@ -46,15 +48,31 @@ DOUBT_EMOJI = frozenset({"thinking_face", "thinking", "shrug", "man-shrugging", 
                          "grey_question", "interrobang", "thinking face", "person shrugging",
                          "face with raised eyebrow", "grimacing face", "black question mark ornament",
                          "confused face", "white question mark ornament"})
+# Emoji that hold an order back: a "no" (⛔, 🚫, ❌, 🛑, ✋) or a later (🔜, ⏳, a clock, 💤).
+_HOLD_EMOJI = frozenset({"no_entry", "no_entry_sign", "x", "octagonal_sign", "stop_sign", "raised_hand", "hand",
+                         "raised_back_of_hand", "soon", "hourglass", "hourglass_flowing_sand", "zzz", "sleeping",
+                         "no entry", "no entry sign", "cross mark", "octagonal sign", "raised hand",
+                         "soon with rightwards arrow above", "hourglass with flowing sand", "sleeping symbol",
+                         "alarm clock", "stopwatch", "timer clock", "mantelpiece clock", "alarm_clock", "timer_clock",
+                         "mantelpiece_clock"})
+
+
+def doubting_emoji(emoji: Sequence[str]) -> bool:
+    """An emoji that doubts ("restart kimi :thinking_face:") or holds the order back (":no_entry:", ":soon:")."""
+    return any(e in DOUBT_EMOJI or e in _HOLD_EMOJI or e.startswith(("clock", "clock face")) for e in emoji)
+
+
 HESITATION_PHRASES = (("not", "sure"), ("i", "think"), ("should", "we"), ("do", "we", "need"),
                       ("we", "could"), ("we", "might"), ("do", "i", "need"), ("good", "idea"), ("makes", "sense"),
-                      ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"))
+                      ("what", "do", "you", "think"), ("y/n",), ("yes", "or", "no"), ("sort", "of"),
+                      ("kind", "of"), ("worst", "case"), ("in", "theory"))
 # When, or on what condition: an order for later is not one now ("now", "asap" are not qualifiers).
 QUALIFIERS = frozenset(
     "tomorrow tonight later after afterwards once if unless until till when whenever before eventually "
     "monday tuesday wednesday thursday friday saturday sunday weekend morning evening afternoon midnight noon "
     "next soon shortly eod eow cob overnight tmrw tmr tmrw tomorow tommorow tommorrow tonite 2moro "
-    "whenever someday sometime pending awaiting during".split()
+    "whenever someday sometime pending awaiting during assuming provided providing iff contingent momentarily "
+    "within".split()
 )
 QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end", "of", "the", "day"),
                      ("first", "thing"), ("in", "a", "bit"), ("in", "a", "while"), ("at", "some", "point"),
@@ -62,7 +80,10 @@ QUALIFIER_PHRASES = (("top", "of", "the", "hour"), ("end", "of", "day"), ("end",
                      ("after", "hours"), ("out", "of", "hours"), ("off", "hours"), ("next", "window"),
                      ("at", "lunch"), ("over", "lunch"), ("by", "lunch"), ("this", "week"), ("end", "of", "week"),
                      ("this", "arvo"), ("off", "peak"), ("offpeak",), ("in", "case"), ("at", "your", "convenience"),
-                     ("some", "time"), ("should", "it"), ("this", "month"))
+                     ("some", "time"), ("should", "it"), ("this", "month"), ("no", "rush"), ("no", "hurry"),
+                     ("as", "long", "as"), ("so", "long", "as"), ("given", "that"), ("on", "condition"),
+                     ("in", "the", "event"), ("should", "the"), ("should", "that"), ("should", "this"),
+                     ("subject", "to"), ("down", "the", "line"))
 _COVERS = frozenset({"during", "until", "till", "til", "for", "through", "thru"})
 _CONDITIONS = frozenset({"if", "unless", "when", "whenever", "once", "after", "before", "until", "till"})
 _LENGTH = frozenset({"for", "through", "thru", "till", "until", "til"})  # "silence kimi for tonight"
@@ -79,6 +100,11 @@ _CLOCK = re.compile(r"^\d{1,2}(?:am|pm|h)$")  # "5pm", "17h"
 # "at 5pm", "by 17:00", "around 3", "at the top of the hour": a time the order is for.
 _AT = frozenset({"at", "by", "around", "about"})
 _TIME_NOUNS = frozenset({"top", "end", "start", "beginning", "half", "bottom"})
+_TIME_WORDS = frozenset({"min", "mins", "minute", "minutes", "hour", "hours", "hr", "hrs", "sec", "secs", "second",
+                         "seconds", "moment", "bit", "while", "day", "days", "week", "weeks", "pm", "am", "noon"})
+# What a number "at" measures when it is no time ("it's at 0 tok/s", "stuck at 40 percent").
+_MEASURES = frozenset({"tok/s", "tokens/s", "t/s", "tokens", "tok", "tps", "rps", "req/s", "percent", "pct", "gb",
+                       "gib", "mb", "mib", "ms", "c", "w", "watts", "degrees", "shards", "requests", "reqs"})
 # Words that open a question (at the start of a clause).
 QUESTION_OPENERS = frozenset(
     "why when who whom whose how what which where did does do has have had was were is are should shall "
@@ -134,10 +160,20 @@ def negated(words: Words, verb: Token) -> bool:
     after = [t for t in words.tokens if t.index > verb.index]
     if any(_has_phrase(after, r) for r in RETRACTIONS):
         return True
-    # A later sentence that is only a negation ("restart kimi. actually, don't", "… no.").
-    return any(all(_negation(t) or t.norm in _TAKE_BACK for t in toks) and any(_negation(t) for t in toks)
-               and not all(t.norm in _WAIT for t in toks)  # "hold on" waits
-               for c in words.clauses[verb.clause + 1:] if (toks := words.clause_tokens(c.index)))
+    # A later sentence, or a later part of the verb's, that is only a negation ("restart kimi. actually, don't",
+    # "… no.", "restart kimi, please don't", "kimi neu starten, bitte nicht").
+    later = [words.clause_tokens(c.index) for c in words.clauses[verb.clause + 1:]]
+    parts: dict[int, list[Token]] = {}
+    for t in words.clause_tokens(verb.clause):
+        if t.part > verb.part:
+            parts.setdefault(t.part, []).append(t)
+    return any(_only_a_take_back(toks) for toks in [*later, *parts.values()])
+
+
+def _only_a_take_back(toks: Sequence[Token]) -> bool:
+    """Words that only say no ("actually, don't", "please don't", "better not", "no"); "hold on" waits."""
+    return (bool(toks) and all(_negation(t) or t.norm in _TAKE_BACK for t in toks) and any(_negation(t) for t in toks)
+            and not all(t.norm in _WAIT for t in toks))
 
 
 def _dangling_negation(words: Words, verb: Token) -> bool:
@@ -159,7 +195,10 @@ def _clock_time(tokens: Sequence[Token]) -> bool:
         if a.norm == "in" and (b.norm[:1].isdigit() or b.norm in ("a", "an", "half", "few", "bit", "couple")
                                or b.norm in _NUMBER_WORDS):
             return True
-        if a.norm in _AT and (b.norm[:1].isdigit() or (b.norm == "the" and c is not None and c.norm in _TIME_NOUNS)):
+        measure = b.norm.endswith("%") or (c is not None and c.norm in _MEASURES)  # "it's at 0 tok/s", "at 95%"
+        if a.norm in _AT and b.norm[:1].isdigit() and not measure:
+            return True
+        if a.norm in _AT and b.norm == "the" and c is not None and c.norm in _TIME_NOUNS:
             return True
     return False
 
@@ -228,6 +267,11 @@ def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
     reason = [t for t in words.tokens if t.index >= start]
     if any(_has_phrase(reason, r) for r in RETRACTIONS):
         return "negated"
+    pieces: dict[tuple[int, int], list[Token]] = {}
+    for t in reason:
+        pieces.setdefault((t.clause, t.part), []).append(t)
+    if any(_only_a_take_back(toks) for toks in pieces.values()):
+        return "negated"  # "silence kimi 2h, please don't", "… . no"
     # ("during", "until" say what the silence covers: "silence kimi 2h, no pages during the driver upgrade")
     if any(((t.norm in _CONDITIONS or t.norm in QUALIFIERS) and t.norm not in _COVERS) or _ish(t.norm)
            for t in reason):
@@ -237,7 +281,7 @@ def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
         return "ask"
     if reason and reason[0].norm == "or":
         return "ask"  # "silence kimi 2h or not", "… or wait"
-    if any(c.question for c in words.clauses[verb.clause:]) or any(e in DOUBT_EMOJI for e in words.emoji):
+    if any(c.question for c in words.clauses[verb.clause:]) or doubting_emoji(words.emoji):
         return "ask"
     if any(t.norm in HESITATIONS for t in reason) or any(_has_phrase(reason, h) for h in HESITATION_PHRASES):
         return "ask"
@@ -271,12 +315,16 @@ def _for_later(words: Words, verb: Token, allow_time: bool) -> bool:
     # "restart kimi and tell me when it's back": what follows a request to be told is about the telling.
     told = next((t.index for t in scope if t.index > verb.index and t.norm in _TELL), None)
     scope = [t for t in scope if told is None or t.index < told]
+    # A time in a part before the order's ("in an hour, restart kimi"; not "stuck in a loop, restart it").
+    before = [t for t in scope if t.part < verb.part]
+    ahead = _clock_time(before) and any(t.norm in _TIME_WORDS or t.norm[:1].isdigit() for t in before)
     if allow_time:
         length = next((t.index for t in scope if t.index > verb.index and t.norm in _LENGTH), None)
-        return any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
-                   for t in scope)
+        return ahead or any(t.norm in _CONDITIONS or (t.norm in QUALIFIERS and (length is None or t.index < length))
+                            for t in scope)
     later = [t for t in scope if t.index > verb.index]
     return (any(t.norm in QUALIFIERS or _CLOCK.match(t.norm) or _ish(t.norm) for t in scope) or _clock_time(later)
+            or ahead
             or any(_has_phrase(scope, q) for q in QUALIFIER_PHRASES))
 
 
@@ -297,7 +345,7 @@ def _doubt(words: Words, verb: Token, polite: bool) -> Decision:
     """Doubt anywhere from the verb's sentence on ("restart kimi maybe? idk"), an alternative after it ("restart
     kimi or is that overkill", "… or qwen"), or a question after it ("restart kimi. is that ok?")."""
     rest = [t for t in words.tokens if t.clause >= verb.clause]
-    if any(e in DOUBT_EMOJI for e in words.emoji):
+    if doubting_emoji(words.emoji):
         return "ask"  # "restart kimi :thinking_face:"
     if any(t.norm in HESITATIONS for t in rest) or any(_has_phrase(rest, h) for h in HESITATION_PHRASES):
         return "ask"

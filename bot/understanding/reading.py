@@ -42,6 +42,7 @@ _MAY = frozenset({"can", "could", "may", "might", "must"})
 _DOERS = frozenset({"we", "i", "someone", "somebody", "anyone", "anybody"})
 # An order's object that is every service.
 _ALL = frozenset({"everything", "all", "both", "every", "everyone"})
+_THE_BOT = frozenset({"bot", "inferbot", "the"})
 # Words of a question about who did something (with a past-tense verb): the bot's own record.
 _WHO_DID = frozenset({"who", "whoever", "anyone", "anybody", "someone", "somebody", "did", "when"})
 _VERB = {"restart": "restart", "bench": "run the benchmark on", "silence": "silence", "unsilence": "unsilence",
@@ -201,7 +202,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     """Read ``message`` against ``config`` (and the services' other names, ``aliases``). Never raises."""
     index = NameIndex.build(config, aliases)
     known = slots.known(index)
-    w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x)) is not None)
+    w = split_compounds(words(message), lambda x: (index.exact(x) or index.variant(x) or index.typo(x)) is not None)
     w = lexicon.translate(w, lambda x: x in known or slots.is_word(x) or index.exact(x) is not None)
     said = w  # the whole message: a silence's reason is read for doubts, never for names or commands
     w = _without_reason(w)
@@ -213,10 +214,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     unknown_words = list(dict.fromkeys(t.norm for t in found.unknown))
     suggestions = list(dict.fromkeys(s for u in unknown_words for s in index.suggest(u)))
 
-    placed = [c for c in clauses if c.best and c.best[0][1] >= CONFIDENT]
-    primary = next((c for c in placed if c.asking), placed[0] if placed else None)
-    if primary is None and clauses:
-        primary = max(clauses, key=lambda c: c.best[0][1] if c.best else 0.0)
+    primary = _primary(clauses)
     best = primary.best if primary else []
 
     reading = Reading(command=command("help"), unknown=unknown_words, suggestions=suggestions)
@@ -227,13 +225,7 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
     reading.named_nodes = list(dict.fromkeys(n.name for t in chosen for n in t.nodes))
     change = change_words.read(message, w, found.tokens, index.find)  # a settings change is read by its shape
     if change is not None and change.decision in ("order", "ask"):
-        if change.targets:
-            reading.services, reading.nodes, reading.explicit_target = _targets(config, change.targets)
-        reading.unknown = change.unknown_of(reading.unknown)  # its values are not names
-        ch = change_words.understood(change, setting, reading.services, reading.explicit_target, reading.unknown)
-        reading.command, reading.intent, reading.score = command(ch.command), ch.command, 9.0
-        reading.args, reading.asked, reading.note, reading.offers = ch.args, ch.asked, ch.note, ch.offers
-        return reading
+        return _as_change(reading, change, setting, config)
 
     if not best or best[0][1] < 1.0:
         return _unplaced(reading, w, best)
@@ -263,6 +255,27 @@ def understand(message: Message, config: BotConfig, aliases: Aliases | None = No
         # "flag" scored on its own words without naming one: the settings answer.
         reading.command, reading.intent = command("settings"), "settings"
         reading.args = arguments.parse(reading.command, w, message, None, False, skip)
+    return reading
+
+
+def _primary(clauses: Sequence[_Clause]) -> _Clause | None:
+    """The clause to answer: the first placed one that asks, else the first placed, else the best scored."""
+    placed = [c for c in clauses if c.best and c.best[0][1] >= CONFIDENT]
+    primary = next((c for c in placed if c.asking), placed[0] if placed else None)
+    if primary is None and clauses:
+        primary = max(clauses, key=lambda c: c.best[0][1] if c.best else 0.0)
+    return primary
+
+
+def _as_change(reading: Reading, change: change_words.ChangeOrder, setting: Setting | None,
+               config: BotConfig) -> Reading:
+    """A settings change read by its shape ("set --max-num-seqs 128 on kimi"): its command and targets."""
+    if change.targets:
+        reading.services, reading.nodes, reading.explicit_target = _targets(config, change.targets)
+    reading.unknown = change.unknown_of(reading.unknown)  # its values are not names
+    ch = change_words.understood(change, setting, reading.services, reading.explicit_target, reading.unknown)
+    reading.command, reading.intent, reading.score = command(ch.command), ch.command, 9.0
+    reading.args, reading.asked, reading.note, reading.offers = ch.args, ch.asked, ch.note, ch.offers
     return reading
 
 
@@ -326,7 +339,8 @@ def _second_question(reading: Reading, clauses: list[_Clause], primary: _Clause 
 def _unplaced(reading: Reading, w: Words, best: list[tuple[str, float]], paste: bool = False) -> Reading:
     """Nothing placed with confidence: a name alone is its status; emoji alone is small talk; else short help
     with the best guesses as full commands."""
-    live = [t for t in w.tokens if not t.marked]
+    # The bot addressed by name beside an emoji is still only the emoji (":wave: bot").
+    live = [t for t in w.tokens if not t.marked and t.norm not in _THE_BOT]
     if reading.explicit_target and not paste:
         reading.command, reading.intent, reading.score = command("status"), "status", 1.0
         return reading

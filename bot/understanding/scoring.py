@@ -103,8 +103,31 @@ def _same(t: Token, word: str, stem_: str) -> bool:
     return t.norm == word or (t.stem == stem_ and not stem_.startswith("="))
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def consonants(word: str) -> str:
+    """``word`` as people shorten it by dropping its vowels, first letter kept ("throughput" → "thrghpt")."""
+    return word[:1] + "".join(c for c in word[1:] if c not in _VOWELS)
+
+
+def _dropped_vowels(t: Token, word: str) -> bool:
+    """``t`` is ``word`` without its vowels ("stts", "thrpt" of "thruput", "lgs", "sttngs")."""
+    return (len(t.norm) >= 3 and len(word) >= 4 and t.norm.isalpha() and not _VOWELS & set(t.norm[1:])
+            and consonants(word) == t.norm and consonants(word) != word)
+
+
+def _doubled(typed: str, word: str) -> bool:
+    """``typed`` is ``word`` with one letter typed twice ("envv", "logss"), short words too."""
+    return (len(word) >= 3 and len(typed) == len(word) + 1 and typed.isalpha()
+            and any(typed[i] == typed[i - 1] and typed[:i] + typed[i + 1:] == word for i in range(1, len(typed))))
+
+
 def _typo(t: Token, word: str) -> bool:
-    """``t`` is a misspelling of ``word``: one edit (two from 8 letters), same first letter, 4+ letters."""
+    """``t`` is a misspelling of ``word``: one edit (two from 8 letters), same first letter, 4+ letters, or
+    the word without its vowels."""
+    if _dropped_vowels(t, word) or _doubled(t.norm, word):
+        return True
     if len(word) < 4 or len(t.norm) < 4 or t.norm[0] != word[0] or not t.norm.isalpha():
         return False
     if abs(len(word) - len(t.norm)) > 2:

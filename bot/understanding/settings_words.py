@@ -34,6 +34,8 @@ _ENV_LEAD = frozenset({"vllm", "torch", "pytorch"})
 _ENV_TAIL = frozenset({"s", "seconds", "mb", "ms"})
 # Words that ask for a variable rather than a flag ("is the api key variable set").
 _ENV_WORDS = frozenset({"variable", "variables", "var", "vars", "env", "environment", "envvar", "envvars"})
+# The journal's own options, typed after "logs" ("logs kimi --since 1h").
+_LOG_OPTIONS = frozenset({"since", "until", "lines", "follow", "grep", "reverse", "no-pager", "boot", "priority"})
 # Pieces of a " + " phrase lie this close (in words).
 _NEAR = 8
 
@@ -128,6 +130,18 @@ def _table() -> _Table:
 
 
 @functools.cache
+def setting_words() -> frozenset[str]:
+    """Every word of a flag's or a variable's names and everyday phrases ("attention", "backend", "swap"):
+    where a name could stand they are still the setting's words, never an unknown name."""
+    data = flags_data()
+    out = {w for kind in ("flags", "env") for phrases in data[kind].values() for p in phrases
+           for w in _split(p.replace(" + ", " "))}
+    out |= {w for name in flag_names() for w in name.split("-")}
+    out |= {w for name in known_env() for w in name.lower().split("_")}
+    return frozenset({w for w in out if len(w) >= 3 and w.isalpha()} | set(SHORT_ALIASES))
+
+
+@functools.cache
 def known_env() -> frozenset[str]:
     """The environment variables ``data/flags.toml`` knows by everyday words."""
     return frozenset(flags_data()["env"])
@@ -138,6 +152,8 @@ def _canonical_flag(word: str) -> str | None:
     if name in ("help", "h"):
         return None  # "--help" is the bot's help, never vLLM's
     if word.startswith("--"):
+        if name in _LOG_OPTIONS:
+            return None  # "logs kimi --since 1h": the journal's option, not a vLLM flag
         name = name.removeprefix("no-")
         return name if name in flag_names() or len(name) > 2 else None
     if word.startswith("-") and len(name) >= 2:  # "-n 40" is tail's, not vLLM's --nnodes
@@ -163,6 +179,9 @@ def find(words: Words) -> Setting | None:
     ``--max-model-len``, ``-tp``, ``tp8``) wins; then the phrase that covers the most words; then a value only
     one setting takes. The value it checks, if any, comes with it (``values.of``)."""
     found = _written(words) or _by_phrase(words) or _by_value(words)
+    pasted = {t.index for t in words.tokens if t.pasted}
+    if found is not None and found.tokens <= pasted and len(pasted) < len(words.tokens):
+        return None  # "INFO … Starting vLLM API server …\nso qwen is up?": the paste's words, not the question
     if found is None or found.value is not None:
         return found
     return replace(found, value=values.of(words, found.name, found.tokens))

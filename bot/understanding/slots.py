@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bot.understanding import arguments, lexicon, scoring
+from bot.understanding import arguments, lexicon, scoring, settings_words
 from bot.understanding.names import NameIndex, Target
 from bot.understanding.text import Token, Words
 from bot.understanding.weighing import CHART_CUES, STATES, chart_cue
-from bot.understanding.wordlists import common_english, english, model_families
+from bot.understanding.wordlists import english, inflected_english, model_families
 
 # Where a name stands: after a command word (with or without a preposition: "status llama", "logs for
 # gpu-c"), before one ("llama status"), with 's, between "is" and a state ("is llama up"); after any
@@ -101,7 +101,8 @@ def find(words_: Words, index: NameIndex, taken: set[int]) -> Found:
                 or (prev in _PREPOSITIONS and _name_shaped(t.norm))
                 or (prev in ("is", "are", "was") and nxt in _STATES)
                 or (prev == "how" and (nxt in _DOING or _name_shaped(t.norm))))
-        if t.norm in model_families() or (slot and (_name_shaped(t.norm) or t.norm not in common_english())
+        if t.norm in model_families() or (slot and (_name_shaped(t.norm) or not inflected_english(t.norm))
+                                          and t.norm not in settings_words.setting_words()
                                           and not chart_cue(t)):
             found.unknown.append(t)
     return found

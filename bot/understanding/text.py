@@ -20,7 +20,7 @@ _TOKEN = re.compile(
     r"(?P<enum>(?<![\w.])(?:\d{1,2}|[a-e])\))|"  # "1) is kimi up 2) …", "a) … b) …": an enumeration ends a part
     rf"(?P<word>(?:--?|/)?[{_LATIN}](?:[{_LATIN}./+'-]*[{_LATIN}])?%?)"
     r"|(?P<cjk>[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)"
-    r"|(?P<punct>[?？!！.。;；=…,，、\n:—–])"
+    r"|(?P<punct>->|=>|[?？!！.。;；=…,，、\n:—–→\u2063])"  # an arrow parts like a comma ("hung -> restart")
 )
 _ENDS = {"?", "？", "!", "！", ".", "。", ";", "；", "\n", "…"}  # a comma, a colon or a dash ends a part only
 _QUESTION = {"?", "？"}
@@ -35,6 +35,13 @@ _ASKS = frozenset(
 # Prefixes that make one word with what follows ("re-start", "un-mute", "re-run"); other hyphenated words are read
 # as their parts ("force-restart", "first-token", "all-reduce"), names and flags aside.
 _PREFIXES = frozenset({"re", "un", "pre", "de", "non", "co", "mis"})
+# Chat shorthand read as the word it stands for, so every later step knows only one spelling ("what can u do",
+# "r we live", "launch cmd", "restart kimi l8r", "b4 standup"). "2day" is not here: it is a length (two days).
+_SHORTHAND = {"u": "you", "r": "are", "ur": "your", "cmd": "command", "cmds": "commands", "l8r": "later",
+              "l8er": "later", "b4": "before", "2nite": "tonight", "2night": "tonight", "yday": "yesterday",
+              "yest": "yesterday", "cuz": "because", "coz": "because", "bc": "because", "plz": "please",
+              "thru": "through", "msg": "message", "msgs": "messages", "lat": "latency", "tput": "throughput",
+              "err": "error", "errs": "errors", "tmw": "tomorrow"}
 _CONTRACTIONS = re.compile(r"^(?:\w+n't|i'm|i've|i'd|i'll|we're|you're|they're|let's|it'll|that'll)$")
 
 
@@ -55,6 +62,7 @@ class Token:
     possessive: bool = False  # written with 's ("kimi's")
     cjk: bool = False  # a run of Chinese or Japanese characters (read by the lexicons, not word by word)
     translated: bool = False  # an English word the lexicons put for a word of another language
+    pasted: bool = False  # in a pasted log line or table row
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,12 +164,7 @@ def words(message: Message) -> Words:
                 assignments.append((len(tokens) - 1, raw))
                 pending_eq = False
             pending_eq = False
-            norm = normalise(raw)
-            possessive = False
-            if norm.endswith("'s") and len(norm) > 2:
-                norm, raw, possessive = norm[:-2], raw[:-2], True
-            elif "'" in norm and not _CONTRACTIONS.match(norm):
-                norm = norm.strip("'")
+            norm, raw, possessive = _word(raw)
             if norm in _CLAUSE_OPENERS and len(tokens) > clause_start:
                 close(question)
                 question = False
@@ -169,12 +172,22 @@ def words(message: Message) -> Words:
             tokens.append(Token(
                 norm=norm, raw=raw, stem=norm if cjk else stem(norm), index=len(tokens), clause=len(clauses),
                 part=part, marked=seg.marked, quoted=seg.quoted, struck=seg.struck, code=seg.code,
-                possessive=possessive, cjk=cjk))
+                possessive=possessive, cjk=cjk, pasted=seg.pasted))
     close(question)
     # A question mark ends its clause; a message of one clause written as a question is one.
     joined = _joined_questions(tokens, clauses)
     return Words(tokens=tuple(tokens), clauses=joined, emoji=message.emoji, text=normalise(" ".join(plain)),
                  assignments=tuple(assignments), labels=frozenset(labels))
+
+
+def _word(raw: str) -> tuple[str, str, bool]:
+    """A word's normal form, as written without its 's, and whether it had one ("Kimi's" → "kimi")."""
+    norm = normalise(raw)
+    if norm.endswith("'s") and len(norm) > 2:
+        return norm[:-2], raw[:-2], True
+    if "'" in norm and not _CONTRACTIONS.match(norm):
+        norm = norm.strip("'")
+    return _SHORTHAND.get(norm, norm), raw, False
 
 
 def _joined_questions(tokens: list[Token], clauses: list[Clause]) -> tuple[Clause, ...]:

@@ -119,8 +119,12 @@ def adjust(scores: scoring.Scores, clause: Sequence[Token], setting: Setting | N
     _shared_verb_object(scores, clause)
     _order_verb_first(scores, clause)
     _state_question(scores, clause, question, names)
+    _how_many(scores, clause)
     _about_the_bot(scores, clause)
-    if by.get("smalltalk") and any(v > 0 for c, v in by.items() if c != "smalltalk"):
+    # Thanks beside a question is politeness; beside only weak words ("morning all", "thanks all") and no name
+    # it is the message ("hey, check kimi" asks).
+    named = any(t.index in names for t in clause)
+    if by.get("smalltalk") and any(v >= 1.0 or (v > 0 and named) for c, v in by.items() if c != "smalltalk"):
         by["smalltalk"] = by["smalltalk"] * 0.3
 
 
@@ -132,7 +136,9 @@ def _flag_named(scores: scoring.Scores, clause: Sequence[Token], setting: Settin
         return False
     by = scores.by_command
     first = min(setting.tokens)
-    subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause)
+    # After "since …", or after what changed ("who changed kimi's max model len"), it is context.
+    subordinate = any(t.norm in _SUBORDINATORS and t.index < first for t in clause) or any(
+        h.start < first and wt >= 3.0 for h in scores.words_of("changes") for c, wt in h.credits if c == "changes")
     if setting.value is not None:
         # Named by its value, a word of its own name is the setting's ("does kimi load from safetensors" is the
         # load format, not the loading).
@@ -185,6 +191,18 @@ def _state_question(scores: scoring.Scores, clause: Sequence[Token], question: b
             return
 
 
+def _how_many(scores: scoring.Scores, clause: Sequence[Token]) -> None:
+    """"how many req/s is kimi serving", "how much vram …": what is counted is the question, not the state
+    said of the service after it."""
+    if len(clause) < 3 or clause[0].norm != "how" or clause[1].norm not in ("many", "much"):
+        return
+    counted = next((h for h in scores.hits if clause[2].index in h.tokens), None)
+    if counted is not None:
+        for c, wt in counted.credits:
+            if scores.by_command.get(c, 0.0) > 0:  # not a chart weighed out for want of one asked for
+                scores.by_command[c] += min(wt, 1.5)
+
+
 def _about_the_bot(scores: scoring.Scores, clause: Sequence[Token]) -> None:
     """A question about the bot itself: help about its commands ("help restart", "what does `unlock` do",
     "syntax for silence" — not the verb in "would a restart help") makes the commands it names its topic;
@@ -219,9 +237,10 @@ def _charts(scores: scoring.Scores, clause: Sequence[Token]) -> None:
             by[name] = by.get(name, 0.0) + 4.0
         elif not cue:
             # Without one, only a phrase about load durations ("how long did it take to load").
-            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits
-                          if c == name and w >= 3.0 and len(h.words) > 1)
-            by[name] = phrases if name == "chart_loads" else 0.0
+            # ("qwen's bench history" is the benchmarks over their dates.)
+            phrases = sum(w for h in scores.words_of(name) for c, w in h.credits if c == name and w >= 3.0
+                          and len(h.words) > 1 and (name == "chart_loads" or "history" in h.words))
+            by[name] = phrases if name in ("chart_loads", "chart_bench") else 0.0
 
 
 def _context_weighs_half(scores: scoring.Scores, clause: Sequence[Token]) -> None:
@@ -405,12 +424,32 @@ def _order_verb_first(scores: scoring.Scores, clause: Sequence[Token]) -> None:
         if lead is not None and by.get(verbs[lead.norm]) and verbs[lead.norm] not in boosted:
             by[verbs[lead.norm]] += 2.0
             boosted.add(verbs[lead.norm])
+            _said_before(scores, clause, part, lead)
             alt = next((t.index for t in clause if t.part == part and t.index > lead.index and t.norm == "or"), None)
             if alt is not None:
                 for h in scores.hits:
                     if h.start > alt and clause_part(clause, h.start) == part:
                         for c, wt in h.credits:
                             by[c] = by.get(c, 0.0) - wt / 2
+
+
+# What may follow an order's verb in a part that points back at what was said before it ("bounce it pls").
+_BACK_REFERENCE = frozenset({"it", "them", "that", "this", "both", "please", "pls", "now", "asap", "again", "too",
+                             "then", "already", "just", "quickly"})
+
+
+def _said_before(scores: scoring.Scores, clause: Sequence[Token], part: int, lead: Token) -> None:
+    """"kimi stuck at cuda graph capture for an hour, bounce it": the order's verb with only "it" after it, in
+    a part after a statement, is what is asked; the statement before it is why (its words weigh half)."""
+    rest = [t for t in clause if t.part == part and t.index > lead.index]
+    if lead.part == clause[0].part or not rest or any(t.norm not in _BACK_REFERENCE for t in rest):
+        return
+    if any(_order_lead(clause, p) is not None for p in {t.part for t in clause if t.part < part}):
+        return  # "restart kimi, then bench it": two orders, the first one first
+    for h in scores.hits:
+        if clause_part(clause, h.start) is not None and (clause_part(clause, h.start) or 0) < part:
+            for c, wt in h.credits:
+                scores.by_command[c] = scores.by_command.get(c, 0.0) - wt / 2
 
 
 def clause_part(clause: Sequence[Token], index: int) -> int | None:

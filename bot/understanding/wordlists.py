@@ -35,6 +35,22 @@ def common_english() -> frozenset[str]:
     return _data_words("common_english.txt")
 
 
+_ENDINGS = ("ing", "ed", "es", "s", "er")
+
+
+def inflected_english(word: str) -> bool:
+    """``word`` is a common English word or one with an ending added ("throttling", "spiking", "stopped")."""
+    words = common_english()
+    if word in words:
+        return True
+    for end in _ENDINGS:
+        base = word.removesuffix(end)
+        if base != word and len(base) >= 3 and (
+                base in words or base + "e" in words or (base[-1] == base[-2] and base[:-1] in words)):
+            return True
+    return False
+
+
 def model_families() -> frozenset[str]:
     """Open-model family names (``data/model_families.txt``): a name wherever it stands."""
     return _data_words("model_families.txt")

@@ -408,3 +408,374 @@ def test_a_doubting_emoji_a_nah_and_an_event_to_wait_for_leave_no_order(text: st
 def test_the_bots_record_and_how_a_service_is_going(text: str, intent: str, services: list[str]) -> None:
     _case(text, intent, services)
     assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("qwen sttngs", "settings", ["qwen"]), ("lgs for kimi", "logs", ["kimi"]), ("stts qwen?", "status", ["qwen"]),
+    ("how's kimi's thrpt", "throughput", ["kimi"]),
+])
+def test_a_command_word_without_its_vowels_is_that_word(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize(("text", "services", "order"), [
+    ("bounce qwn", ["qwen"], True), ("is kmi up", ["kimi"], False), ("status of qen", ["qwen"], False),
+])
+def test_a_four_letter_name_missing_an_inner_letter_is_that_name(text: str, services: list[str], order: bool) -> None:
+    intent = "restart" if order else "status"
+    _case(text, intent, services, order)
+
+
+def test_a_name_missing_its_first_or_last_letter_is_not_that_name() -> None:
+    assert _read("is kim up")[1] == [] and _read("is wen up")[1] == []
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("what can u do", "help", []), ("r we live on qwen", "status", ["qwen"]),
+    ("kimi launch cmd", "settings", ["kimi"]), ("what changed on qwen since yday", "changes", ["qwen"]),
+])
+def test_chat_shorthand_is_the_word_it_stands_for(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize("text", ["restart kimi l8r", "bounce qwen b4 standup", "restart kimi 2nite"])
+def test_shorthand_for_later_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("<@U0BOT> :chart_with_upwards_trend: qwen 6h", "chart_throughput", ["qwen"]),
+    ("📈 kimi", "chart_throughput", ["kimi"]), ("<@U0BOT> :thermometer: qwen", "gpus", ["qwen"]),
+    ("<@U0BOT> :scroll: kimi", "logs", ["kimi"]), ("<@U0BOT> :eyes: qwen", "status", ["qwen"]),
+])
+def test_an_emoji_that_asks_is_read_as_its_question(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize("text", [
+    "INFO 12-05 04:01:10 [loader.py:211] Loading safetensors checkpoint shards:  31% Completed | 37/119",
+    "(VllmWorker rank=1 pid=9) WARNING 12-05 04:01:10 [custom_all_reduce.py:136] Custom allreduce is disabled",
+    "Dec 05 04:01:10 gpu-b vllm[812]: ERROR: max_model_len is greater than the derived max_model_len",
+    "2026-12-05 04:01:10,551 ERROR tensor parallel group failed to initialise",
+])
+def test_a_pasted_log_line_asks_nothing(text: str) -> None:
+    r = route(read("<@U0BOT> " + text, "slack", BOT), CFG, ALIASES)
+    assert not r.matched and not r.asked and r.unknown == [], text
+
+
+def test_a_pasted_log_line_then_a_question_answers_the_question() -> None:
+    _case("<@U0BOT> ERROR 12-05 04:01:10 [engine.py:160] CUDA out of memory\nqwen logs?", "logs", ["qwen"])
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("<@U0BOT> dump kimi's knobs", "settings", ["kimi"]), ("which options is qwen started with", "settings", ["qwen"]),
+    ("is there a restart cooldown on qwen", "restarts", ["qwen"]), ("can the bot draw charts?", "help", []),
+    ("does the bot speak french", "help", []),
+])
+def test_knobs_cooldowns_and_the_bot_in_the_third_person(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("logs for qweb", ["qwen"]), ("is kimo up", ["kimi"]), ("settings kimu", ["kimi"]), ("qwrn status", ["qwen"]),
+])
+def test_a_short_name_with_a_neighbouring_key_hit_is_that_name(text: str, services: list[str]) -> None:
+    assert _read(text)[1] == services, text
+
+
+def test_a_short_name_with_a_far_key_hit_is_not_that_name() -> None:
+    assert _read("is kiri up")[1] == [] and _read("status of qwer")[1] == []
+
+
+@pytest.mark.parametrize("text", ["are the cards on gpu-b overheating", "is gpu-a throttling", "gpus spiking?"])
+def test_an_english_word_with_an_ending_is_not_an_unknown_name(text: str) -> None:
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("nobody touch kimi pls, i'm tracing it", ["kimi"]), ("hands off qwen until the eval is done", ["qwen"]),
+    ("leave kimi alone", ["kimi"]), ("<@U0BOT> do not touch qwen", ["qwen"]),
+])
+def test_keeping_hands_off_a_service_is_a_negated_restart(text: str, services: list[str]) -> None:
+    _case(text, "restarts", services, negated=True)
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("how do i silence alerts", "help"), ("how do i mute alerts on qwen", "help"), ("is kimi silenced", "status"),
+])
+def test_how_to_silence_is_help_and_whether_silenced_is_status(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_tool_calling_switched_on_is_the_auto_tool_choice_flag() -> None:
+    _case("is tool calling enabled on qwen", "flag", ["qwen"], flag="enable-auto-tool-choice")
+    _case("which tool parser does qwen use", "flag", ["qwen"], flag="tool-call-parser")
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("gpub status", ["gpu-b"]), ("logs on gpu_a", ["gpu-a"]), ("is gpu.b up", ["gpu-b"]),
+])
+def test_a_node_with_its_joiner_left_out_or_changed_is_that_node(text: str, nodes: list[str]) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (sorted(r.named_nodes), r.unknown) == (nodes, []), text
+
+
+def test_another_node_without_its_joiner_is_still_unknown() -> None:
+    assert route(read("gpuc status", "terminal"), CFG, ALIASES).unknown == ["gpuc"]
+
+
+@pytest.mark.parametrize(("text", "flag"), [
+    ("¿qué puerto usa qwen?", "port"), ("kimi 用哪个端口", "port"), ("kimiのテンソル並列は？", "tensor-parallel-size"),
+    ("qwen 的流水线并行", "pipeline-parallel-size"), ("welche quantisierung nutzt qwen", "quantization"),
+    ("le parallélisme de tenseurs de qwen ?", "tensor-parallel-size"),
+])
+def test_flags_by_their_words_in_other_languages(text: str, flag: str) -> None:
+    services = ["kimi"] if "kimi" in text else ["qwen"]
+    _case(text, "flag", services, flag=flag)
+
+
+@pytest.mark.parametrize("text", ["what swap backend does qwen use", "which attention backend env is on qwen"])
+def test_a_settings_word_where_a_name_could_stand_is_no_unknown_name(text: str) -> None:
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("what's the gpu util knob on kimi", "flag"), ("gpu util setting for qwen", "flag"),
+    ("gpu util on kimi", "gpus"), ("gpu util on gpu-b", "gpus"),
+])
+def test_the_gpus_utilisation_with_a_word_of_setting_is_the_flag(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+@pytest.mark.parametrize(("text", "intent", "services"), [
+    ("morning all", "smalltalk", []), ("thanks all", "smalltalk", []), ("hey, check qwen", "status", ["qwen"]),
+    ("how do you work", "help", []),
+])
+def test_a_greeting_beside_weak_words_is_the_message(text: str, intent: str, services: list[str]) -> None:
+    _case(text, intent, services)
+
+
+@pytest.mark.parametrize("text", ["<@U0BOT> :no_entry: restart kimi", "<@U0BOT> restart qwen :soon:",
+                                  "restart kimi ⏳", "<@U0BOT> bounce qwen :x:", "restart kimi 🕝",
+                                  "<@U0BOT> ✋ restart qwen"])
+def test_an_emoji_that_says_no_or_later_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize("text", ["<@U0BOT> kimi's gone again :skull: restart it", "<@U0BOT> restart qwen :pray:",
+                                  "<@U0BOT> :rotating_light: restart kimi"])
+def test_an_emoji_between_sentences_parts_them_and_a_plea_is_still_an_order(text: str) -> None:
+    assert _read(text)[2], text
+
+
+def test_an_emoji_leaves_no_mark_in_the_plain_text() -> None:
+    assert read("<@U0BOT> kimi :skull: restart it", "slack", BOT).plain.split() == ["kimi", "restart", "it"]
+
+
+@pytest.mark.parametrize(("text", "services"), [
+    ("kimi stuck at cuda graph capture for 40 min, bounce it", ["kimi"]),
+    ("qwen's logs are full of nccl timeouts, restart it pls", ["qwen"]),
+])
+def test_a_statement_then_the_order_with_it_is_the_order(text: str, services: list[str]) -> None:
+    _case(text, "restart", services, order=True)
+
+
+def test_two_orders_the_second_with_it_keep_the_first() -> None:
+    assert _read("restart qwen, then bench it")[0] == "restart"
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("is qwen locked", "unlock"), ("any locks on kimi?", "unlock"),
+    ("the pager fired for qwen at 2am, what's it look like now", "status"),
+    ("what does the log look like on qwen", "logs"),
+])
+def test_locks_asked_about_and_how_things_look(text: str, intent: str) -> None:
+    got, _, order, _ = _read(text)
+    assert got in (intent, "restarts") if intent == "unlock" else got == intent, text
+    assert not order, text
+
+
+def test_a_pasted_table_asks_nothing() -> None:
+    text = ("<@U0BOT> +-----------------------------------------+\n"
+            "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |")
+    r = route(read(text, "slack", BOT), CFG, ALIASES)
+    assert not r.matched and r.unknown == []
+
+
+@pytest.mark.parametrize("text", ["restart qwen, please don't", "bounce kimi, better not",
+                                  "qwen neu starten, bitte nicht",
+                                  "reinicia qwen, mejor no", "redémarre qwen, non", "重启 qwen，算了",
+                                  "qwenを再起動、やっぱりやめて", "restart qwen, no rush"])
+def test_a_take_back_after_a_comma_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize("text", ["restart kimi, not qwen", "qwen is not responding, restart it",
+                                  "qwen hung -> restart", "kimi wedged => bounce it"])
+def test_a_negation_elsewhere_and_an_arrow_keep_the_order(text: str) -> None:
+    assert _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "nodes", "services"), [
+    ("gpu-bb status", ["gpu-b"], []), ("logs on gpu-aa", ["gpu-a"], []), ("qwenn status", [], ["qwen"]),
+])
+def test_a_letter_typed_twice_is_still_the_name(text: str, nodes: list[str], services: list[str]) -> None:
+    r = route(read(text, "terminal"), CFG, ALIASES)
+    assert (sorted(r.named_nodes), sorted(r.named_services), r.unknown) == (nodes, services, []), text
+
+
+def test_lat_and_tput_are_throughput() -> None:
+    assert _read("lat on kimi?")[0] == "throughput" and _read("qwen tput")[0] == "throughput"
+
+
+@pytest.mark.parametrize("text", ["kimiは再起動しなくていい", "qwenは再起動しなくても大丈夫", "qwenの再起動は必要ない",
+                                  "kimi 不用重启", "没必要重启 qwen"])
+def test_no_need_to_restart_in_japanese_and_chinese_is_a_negation(text: str) -> None:
+    intent, _, order, args = _read(text)
+    assert (intent, order, args.get("negated")) == ("restarts", False, True), text
+
+
+def test_a_setting_named_only_in_a_pasted_log_line_is_not_the_question() -> None:
+    text = "<@U0BOT> INFO 12-05 04:40:00 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000\nkimi up?"
+    _case(text, "status", ["kimi"])
+
+
+def test_a_lock_said_to_be_stuck_is_about_the_lock_never_an_order() -> None:
+    intent, services, order, _ = _read("qwen's restart lock is stuck since this morning")
+    assert (intent in ("unlock", "restarts"), services, order) == (True, ["qwen"], False)
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("can the bot draw graphs in slack", "help"), ("is there a json output for status", "help"),
+    ("give me an example of a throughput question", "help"), ("what did the bot do last night", "audit"),
+])
+def test_questions_about_the_bots_own_features(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_something_different_in_a_services_env_is_what_changed() -> None:
+    _case("anything different in kimi's env since monday", "changes", ["kimi"])
+    _case("something different in qwen's flags?", "changes", ["qwen"])
+
+
+def test_the_kv_cache_block_is_the_block_size_flag() -> None:
+    _case("how big is qwen's kv cache block", "flag", ["qwen"], flag="block-size")
+
+
+def test_a_german_adverb_is_no_unknown_name() -> None:
+    assert route(read("qwen startet immer wieder neu, warum?", "terminal"), CFG, ALIASES).unknown == []
+
+
+@pytest.mark.parametrize("text", ["restart qwen... no, forget it", "bounce kimi. forget that"])
+def test_forget_it_takes_an_order_back(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize("text", ["restart qwen please, it's at 0 tok/s", "bounce kimi, it's stuck at 95%"])
+def test_a_measure_after_at_is_no_time(text: str) -> None:
+    assert _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent", "args"), [
+    ("qwen's bench history", "chart_bench", {}), ("is qwen on int4 weights", "flag", {"flag": "quantization"}),
+    ("how many req/s is qwen serving", "throughput", {}), ("qwen err log", "logs", {}),
+])
+def test_bench_history_weights_rates_and_err(text: str, intent: str, args: dict[str, object]) -> None:
+    _case(text, intent, ["qwen"], **args)
+    assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+def test_a_short_alias_beside_another_is_no_unknown_name() -> None:
+    assert route(read("what's qwen's tp and pp", "terminal"), CFG, ALIASES).unknown == []
+
+
+@pytest.mark.parametrize(("text", "intent"), [("qwen envv", "settings"), ("kimi logss", "logs"),
+                                             ("gpuss on qwen", "gpus")])
+def test_a_short_command_word_with_a_letter_typed_twice(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_the_journals_options_after_logs_are_no_vllm_flags() -> None:
+    _case("logs qwen --since 2h", "logs", ["qwen"])
+    _case("what's qwen's --max-num-seqs", "flag", ["qwen"], flag="max-num-seqs")
+
+
+@pytest.mark.parametrize(("text", "intent"), [
+    ("who changed qwen's max model len", "changes"), ("what's qwen's max model len", "flag"),
+    ("how is qwen launched", "settings"), ("how was kimi started", "settings"),
+])
+def test_who_changed_a_flag_and_how_a_service_is_launched(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_french_rien_is_no_unknown_name() -> None:
+    assert route(read("ne redémarre rien ce soir", "terminal"), CFG, ALIASES).unknown == []
+
+
+@pytest.mark.parametrize("text", ["restart qwen, assuming it's idle", "bounce kimi provided the eval is over",
+                                  "restart qwen as long as nobody objects", "reinicia kimi, o mejor no",
+                                  "等会儿重启 kimi", "restart qwen iff it hangs"])
+def test_a_condition_or_a_later_in_other_words_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+@pytest.mark.parametrize(("text", "intent"), [("welcome back bot", "smalltalk"), ("are you a bot?", "help")])
+def test_greetings_and_what_the_bot_is(text: str, intent: str) -> None:
+    assert _read(text)[0] == intent, text
+
+
+def test_team_shorthand_is_no_unknown_name() -> None:
+    for text in ("todo restart qwen", "qwen logs grep nccl"):
+        assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
+
+
+@pytest.mark.parametrize("text", ["restart qwen in the event it hangs again", "bounce kimi should the load stall",
+                                  "restart qwen subject to approval", "restart kimi, contingent on the eval",
+                                  "restart qwen kinda", "bounce kimi, sort of", "restart qwen tmw",
+                                  "restart kimi within the hour", "bounce qwen, on hold", "restart kimi tbd"])
+def test_conditions_deadlines_and_half_meant_orders_leave_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+def test_a_remark_after_an_order_keeps_it() -> None:
+    assert _read("restart kimi, it should be quick")[2]
+
+
+@pytest.mark.parametrize("text", ["worst case, bounce qwen", "in theory, restart kimi", "alternatively, restart qwen",
+                                  "in 20 min, restart kimi", "可能要重启 qwen", "たぶん qwenを再起動"])
+def test_a_time_or_a_maybe_before_the_order_leaves_no_order(text: str) -> None:
+    assert not _read(text)[2], text
+
+
+def test_a_length_in_the_statement_before_an_order_keeps_it() -> None:
+    assert _read("qwen has been down for an hour, restart it")[2]
+
+
+def test_stuck_in_a_loop_before_an_order_is_no_time() -> None:
+    assert _read("qwen is stuck in a loop, restart it")[2]
+
+
+@pytest.mark.parametrize(("text", "intent"), [("is it ok to restart qwen now", "restarts"),
+                                              ("fine to restart kimi?", "restarts"), ("is qwen ok", "status")])
+def test_ok_to_restart_asks_whether_one_may(text: str, intent: str) -> None:
+    intent_got, _, order, _ = _read(text)
+    assert (intent_got, order) == (intent, False), text
+
+
+def test_an_emoji_to_the_bot_by_name_is_small_talk() -> None:
+    assert _read("<@U0BOT> :wave: bot")[0] == "smalltalk"
+
+
+def test_how_long_until_one_may_restart_is_about_restarts() -> None:
+    assert _read("how long until we can restart qwen again")[0] == "restarts"
+    assert _read("how long until qwen is ready")[0] == "status"
+
+
+def test_spanish_nada_is_no_unknown_name() -> None:
+    assert route(read("no reinicies nada hoy", "terminal"), CFG, ALIASES).unknown == []
+
+
+def test_the_gpu_util_fraction_reserved_is_the_flag_and_an_eval_is_no_name() -> None:
+    _case("what gpu util fraction does kimi reserve", "flag", ["kimi"], flag="gpu-memory-utilization")
+    assert route(read("restart qwen, unless the eval's still running", "terminal"), CFG, ALIASES).unknown == []
