@@ -273,8 +273,8 @@ def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
     if any(_only_a_take_back(toks) for toks in pieces.values()):
         return "negated"  # "silence kimi 2h, please don't", "… . no"
     # ("during", "until" say what the silence covers: "silence kimi 2h, no pages during the driver upgrade")
-    if any(((t.norm in _CONDITIONS or t.norm in QUALIFIERS) and t.norm not in _COVERS) or _ish(t.norm)
-           for t in reason):
+    if any(((t.norm in _CONDITIONS or t.norm in QUALIFIERS) and t.norm not in _COVERS
+            and not (t.norm in _CONDITIONS and _of_the_work(t, pieces))) or _ish(t.norm) for t in reason):
         return "ask"
     if (any(_has_phrase(reason, q) for q in QUALIFIER_PHRASES if q[:2] != ("in", "case")) or _clock_time(reason)
             or _around_an_event(reason)):
@@ -286,6 +286,19 @@ def reason_doubts(words: Words, verb: Token, start: int) -> Decision:
     if any(t.norm in HESITATIONS for t in reason) or any(_has_phrase(reason, h) for h in HESITATION_PHRASES):
         return "ask"
     return "order"
+
+
+# The work a silence is for, named in its reason: a condition after it is the work's ("silence kimi 90 min restart
+# gpus after the status logs are saved"), not the silence's.
+_WORK = frozenset({"restart", "reboot", "bounce", "upgrade", "update", "patch", "swap", "replace", "reinstall",
+                   "deploy", "migrate", "drain", "reset", "rebuild", "flash", "reseat", "install", "fix", "reload",
+                   "restarting", "rebooting", "upgrading", "updating", "patching", "swapping", "replacing"})
+
+
+def _of_the_work(t: Token, pieces: dict[tuple[int, int], list[Token]]) -> bool:
+    """``t`` follows, in its piece of the reason, a word naming the work the silence is for."""
+    piece = pieces.get((t.clause, t.part), [])
+    return any(w.norm in _WORK for w in piece if w.index < t.index)
 
 
 def _labelled(words: Words, verb: Token, is_name: set[int]) -> bool:
