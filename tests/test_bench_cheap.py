@@ -42,6 +42,20 @@ def _node(group: Group, host: str, user: str, key: ClientKey, known_hosts: Path)
                 known_hosts=str(known_hosts), timeout=20)
 
 
+async def _openssh_reads_the_recorded_bytes(group: Group, host: str, user: str, key: ClientKey, known_hosts: Path,
+                                            settings_command: str, settings: bytes) -> None:
+    """OpenSSH's client, byte for byte, with the host key checked."""
+    base = ["ssh", "-F", "/dev/null", "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
+            "-o", "BatchMode=yes", "-o", "GlobalKnownHostsFile=/dev/null", "-i", str(key.private),
+            "-p", str(group.port), f"{user}@{host}"]
+    out = await asyncio.to_thread(subprocess.run, [*base, settings_command], capture_output=True,
+                                  timeout=30, check=False)
+    assert out.returncode == 0 and out.stdout == settings
+    out = await asyncio.to_thread(subprocess.run, [*base, WARM_COMMAND], capture_output=True, timeout=30,
+                                  check=False)
+    assert out.returncode == 0 and out.stdout == b""
+
+
 async def test_a_cheap_node_answers_the_bots_probe_with_exactly_the_recorded_bytes(
         workdir: Path, client_key: ClientKey, ssh_user: str) -> None:
     # Recorded here from a real simulated Kimi node over real SSH, as the benchmark does.
@@ -82,16 +96,8 @@ async def test_a_cheap_node_answers_the_bots_probe_with_exactly_the_recorded_byt
             assert pool.session_opens == 1
         finally:
             await pool.close()
-        # OpenSSH's client, byte for byte, with the host key checked.
-        base = ["ssh", "-F", "/dev/null", "-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                "-o", "BatchMode=yes", "-o", "GlobalKnownHostsFile=/dev/null", "-i", str(client_key.private),
-                "-p", str(group.port), f"{ssh_user}@{hosts[1]}"]
-        out = await asyncio.to_thread(subprocess.run, [*base, rec["settings_command"]], capture_output=True,
-                                      timeout=30, check=False)
-        assert out.returncode == 0 and out.stdout == settings
-        out = await asyncio.to_thread(subprocess.run, [*base, WARM_COMMAND], capture_output=True, timeout=30,
-                                      check=False)
-        assert out.returncode == 0 and out.stdout == b""
+        await _openssh_reads_the_recorded_bytes(group, hosts[1], ssh_user, client_key, known_hosts,
+                                                rec["settings_command"], settings)
         # A host key that is not the one on record is refused: the nodes are checked like real ones.
         (workdir / "wrong").write_text(f"[{hosts[0]}]:{group.port} {ClientKey(workdir).public.read_text()}")
         wrong = _node(group, hosts[0], ssh_user, client_key, workdir / "wrong")

@@ -80,77 +80,85 @@ def message_problems(blocks: Any) -> list[str]:
     return block_problems(blocks, MESSAGE_MAX_BLOCKS)
 
 
+def _check_text(out: list[str], obj: Any, limit: int, where: str) -> None:
+    if not isinstance(obj, dict) or obj.get("type") not in ("plain_text", "mrkdwn"):
+        out.append(f"{where}: not a text object")
+        return
+    text = obj.get("text")
+    if not isinstance(text, str) or not text:
+        out.append(f"{where}: empty text")
+    elif len(text) > limit:
+        out.append(f"{where}: {len(text)} characters (max {limit})")
+
+
+def _check_element(out: list[str], el: Any, where: str) -> None:
+    if not isinstance(el, dict):
+        out.append(f"{where}: not an element")
+        return
+    if el.get("type") == "button":
+        _check_text(out, el.get("text"), 75, f"{where} text")
+        if el.get("text", {}).get("type") != "plain_text":
+            out.append(f"{where}: button text must be plain_text")
+        aid = str(el.get("action_id", ""))
+        if not aid or len(aid) > 255:
+            out.append(f"{where}: bad action_id")
+        if len(str(el.get("value", ""))) > 2000:
+            out.append(f"{where}: value over 2000 characters")
+        if el.get("style") not in (None, "primary", "danger"):
+            out.append(f"{where}: bad style")
+
+
+def _check_section(out: list[str], b: dict[str, Any], where: str, action_ids: set[str]) -> None:
+    if "text" not in b and "fields" not in b:
+        out.append(f"{where}: section without text or fields")
+    if "text" in b:
+        _check_text(out, b["text"], 3000, f"{where} text")
+    fields = b.get("fields", [])
+    if len(fields) > 10:
+        out.append(f"{where}: {len(fields)} fields (max 10)")
+    for k, f in enumerate(fields):
+        _check_text(out, f, 2000, f"{where} field {k}")
+    if "accessory" in b:
+        _check_element(out, b["accessory"], f"{where} accessory")
+        action_ids.add(str(b["accessory"].get("action_id")))
+
+
+def _check_block(out: list[str], b: Any, where: str, action_ids: set[str]) -> None:
+    if not isinstance(b, dict) or b.get("type") not in _BLOCK_TYPES:
+        out.append(f"{where}: unknown block type")
+        return
+    bid = b.get("block_id")
+    if bid is not None and len(str(bid)) > 255:
+        out.append(f"{where}: block_id over 255 characters")
+    t = b["type"]
+    if t == "section":
+        _check_section(out, b, where, action_ids)
+    elif t == "header":
+        _check_text(out, b.get("text"), 150, f"{where} header")
+        if b.get("text", {}).get("type") != "plain_text":
+            out.append(f"{where}: header text must be plain_text")
+    elif t == "context":
+        els = b.get("elements", [])
+        if not els or len(els) > 10:
+            out.append(f"{where}: {len(els)} context elements (1..10)")
+        for k, e in enumerate(els):
+            _check_text(out, e, 2000, f"{where} element {k}")
+    elif t == "actions":
+        els = b.get("elements", [])
+        if not els or len(els) > 25:
+            out.append(f"{where}: {len(els)} actions (1..25)")
+        for k, e in enumerate(els):
+            _check_element(out, e, f"{where} element {k}")
+
+
 def block_problems(blocks: list[Any], max_blocks: int) -> list[str]:
     """Why Slack would refuse these blocks (per-block limits of the Block Kit reference); [] when valid."""
     out: list[str] = []
     if len(blocks) > max_blocks:
         out.append(f"{len(blocks)} blocks (max {max_blocks})")
     action_ids: set[str] = set()
-
-    def text_ok(obj: Any, limit: int, where: str) -> None:
-        if not isinstance(obj, dict) or obj.get("type") not in ("plain_text", "mrkdwn"):
-            out.append(f"{where}: not a text object")
-            return
-        text = obj.get("text")
-        if not isinstance(text, str) or not text:
-            out.append(f"{where}: empty text")
-        elif len(text) > limit:
-            out.append(f"{where}: {len(text)} characters (max {limit})")
-
-    def element_ok(el: Any, where: str) -> None:
-        if not isinstance(el, dict):
-            out.append(f"{where}: not an element")
-            return
-        if el.get("type") == "button":
-            text_ok(el.get("text"), 75, f"{where} text")
-            if el.get("text", {}).get("type") != "plain_text":
-                out.append(f"{where}: button text must be plain_text")
-            aid = str(el.get("action_id", ""))
-            if not aid or len(aid) > 255:
-                out.append(f"{where}: bad action_id")
-            if len(str(el.get("value", ""))) > 2000:
-                out.append(f"{where}: value over 2000 characters")
-            if el.get("style") not in (None, "primary", "danger"):
-                out.append(f"{where}: bad style")
-
     for i, b in enumerate(blocks):
-        where = f"block {i}"
-        if not isinstance(b, dict) or b.get("type") not in _BLOCK_TYPES:
-            out.append(f"{where}: unknown block type")
-            continue
-        bid = b.get("block_id")
-        if bid is not None and len(str(bid)) > 255:
-            out.append(f"{where}: block_id over 255 characters")
-        t = b["type"]
-        if t == "section":
-            if "text" not in b and "fields" not in b:
-                out.append(f"{where}: section without text or fields")
-            if "text" in b:
-                text_ok(b["text"], 3000, f"{where} text")
-            fields = b.get("fields", [])
-            if len(fields) > 10:
-                out.append(f"{where}: {len(fields)} fields (max 10)")
-            for k, f in enumerate(fields):
-                text_ok(f, 2000, f"{where} field {k}")
-            if "accessory" in b:
-                element_ok(b["accessory"], f"{where} accessory")
-                action_ids.add(str(b["accessory"].get("action_id")))
-        elif t == "header":
-            text_ok(b.get("text"), 150, f"{where} header")
-            if b.get("text", {}).get("type") != "plain_text":
-                out.append(f"{where}: header text must be plain_text")
-        elif t == "context":
-            els = b.get("elements", [])
-            if not els or len(els) > 10:
-                out.append(f"{where}: {len(els)} context elements (1..10)")
-            for k, e in enumerate(els):
-                text_ok(e, 2000, f"{where} element {k}")
-        elif t == "actions":
-            els = b.get("elements", [])
-            if not els or len(els) > 25:
-                out.append(f"{where}: {len(els)} actions (1..25)")
-            for k, e in enumerate(els):
-                element_ok(e, f"{where} element {k}")
+        _check_block(out, b, f"block {i}", action_ids)
     return out
 
 

@@ -71,6 +71,35 @@ def texts(fake: FakeSlack, channel: str, thread_ts: str | None = None) -> list[s
     return out
 
 
+def _confirmation(fake: FakeSlack) -> dict[str, Any] | None:
+    for c in fake.calls_to("chat.postMessage"):
+        if "restart_confirm" in json.dumps(c.body.get("blocks", [])):
+            return c.body
+    return None
+
+
+async def _ask_and_confirm_the_restart(session: aiohttp.ClientSession, url: str, fake: FakeSlack) -> None:
+    """Alice asks for the restart in a signed event and clicks Confirm on the card the bot posted."""
+    raw = json.dumps(event_body(mention("restart kimi", user=ALICE, channel=OPS, ts=ASKED_AT)))
+    async with session.post(url + "/slack/events", data=raw,
+                            headers={"Content-Type": "application/json", **sign(raw)}) as r:
+        assert r.status == 200
+    await until(lambda: _confirmation(fake) is not None, 30, "the confirmation")
+    body = _confirmation(fake)
+    assert body is not None
+    rid = next(b for b in body["blocks"] if b["type"] == "actions")["elements"][0]["value"]
+    payload = {"type": "block_actions", "user": {"id": ALICE}, "team": {"id": "T0TEAM"},
+               "api_app_id": "A0APP", "channel": {"id": OPS},
+               "container": {"type": "message", "message_ts": "1700000501.000100", "channel_id": OPS},
+               "response_url": fake.response_url("click"), "trigger_id": "1.2.3",
+               "actions": [{"action_id": "restart_confirm", "block_id": "b1", "type": "button",
+                            "value": rid, "action_ts": "1700000502.000000"}]}
+    form = urlencode({"payload": json.dumps(payload)})
+    async with session.post(url + "/slack/events", data=form, headers={
+            "Content-Type": "application/x-www-form-urlencoded", **sign(form)}) as r:
+        assert r.status == 200
+
+
 async def test_bot_killed_mid_load_gives_exactly_one_ready_notice(make_cluster: MakeCluster, tmp_path: Path) -> None:
     scenario = kimi_node(fast=True, port=free_port())
     # About 5 s of weights: long enough to kill the bot in the middle of the load.
@@ -95,31 +124,7 @@ async def test_bot_killed_mid_load_gives_exactly_one_ready_notice(make_cluster: 
     try:
         async with aiohttp.ClientSession() as session:
             await healthy(session, url)
-            raw = json.dumps(event_body(mention("restart kimi", user=ALICE, channel=OPS, ts=ASKED_AT)))
-            async with session.post(url + "/slack/events", data=raw,
-                                    headers={"Content-Type": "application/json", **sign(raw)}) as r:
-                assert r.status == 200
-
-            def confirmation() -> dict[str, Any] | None:
-                for c in fake.calls_to("chat.postMessage"):
-                    if "restart_confirm" in json.dumps(c.body.get("blocks", [])):
-                        return c.body
-                return None
-
-            await until(lambda: confirmation() is not None, 30, "the confirmation")
-            body = confirmation()
-            assert body is not None
-            rid = next(b for b in body["blocks"] if b["type"] == "actions")["elements"][0]["value"]
-            payload = {"type": "block_actions", "user": {"id": ALICE}, "team": {"id": "T0TEAM"},
-                       "api_app_id": "A0APP", "channel": {"id": OPS},
-                       "container": {"type": "message", "message_ts": "1700000501.000100", "channel_id": OPS},
-                       "response_url": fake.response_url("click"), "trigger_id": "1.2.3",
-                       "actions": [{"action_id": "restart_confirm", "block_id": "b1", "type": "button",
-                                    "value": rid, "action_ts": "1700000502.000000"}]}
-            form = urlencode({"payload": json.dumps(payload)})
-            async with session.post(url + "/slack/events", data=form, headers={
-                    "Content-Type": "application/x-www-form-urlencoded", **sign(form)}) as r:
-                assert r.status == 200
+            await _ask_and_confirm_the_restart(session, url, fake)
             sim = cluster.sims["gpu-a"]
             await until(lambda: sim.state(KIMI_UNIT).main_pid not in (0, pid_before), 30, "the restart")
             await sim.wait_for(KIMI_UNIT, "loading", 30)

@@ -22,9 +22,20 @@ from tests.conftest import MakeCluster, SimCluster
 from tests.pg import PgServer
 from tests.slack.conftest import event_body, mention
 from tests.slack.fake_slack import FakeSlack
-from tests.slack.test_replicas_e2e import ALICE, ASKED_AT, BOB, NOTIFY, OPS, Replica, posts, texts, until
+from tests.slack.test_replicas_e2e import (
+    ALICE,
+    ASKED_AT,
+    BOB,
+    NOTIFY,
+    OPS,
+    Replica,
+    leader_and_standby,
+    posts,
+    texts,
+    until,
+    write_config,
+)
 from tests.sshd import free_port
-from tests.test_e2e_faults import _toml
 from tests.test_push import PUSHED_WITHIN_S, journal_times
 
 
@@ -33,6 +44,19 @@ def _posted_at(fake: FakeSlack, channel: str, word: str) -> list[float]:
     epoch = time.time() - time.monotonic()
     return [epoch + float(c.at) for c in fake.calls_to("chat.postMessage")
             if c.body.get("channel") == channel and word in str(c.body.get("text", ""))]
+
+
+async def _until_the_cursor_is_kept(pg_server: PgServer, db: str) -> None:
+    """Wait (up to 30 s) until the old leader has handed over a line of this load: its journal cursor is kept."""
+    watcher = Store(pg_server.url(db))
+    try:
+        for _ in range(300):
+            if await watcher.journal_cursors.get("gpu-a"):
+                break
+            await asyncio.sleep(0.1)
+        assert await watcher.journal_cursors.get("gpu-a")
+    finally:
+        await watcher.close()
 
 
 async def test_a_new_leader_resumes_the_stream_and_says_each_thing_once(make_cluster: MakeCluster,
@@ -46,21 +70,13 @@ async def test_a_new_leader_resumes_the_stream_and_says_each_thing_once(make_clu
     sim = cluster.sims["gpu-a"]
     await sim.wait_for(KIMI_UNIT, "ready", 60)
     db = pg_server.database()
-    cfg = tmp_path / "inferbot.toml"
-    cfg.write_text(_toml(cluster) + f'url = "{pg_server.config_url(db)}"\n'
-                   f'[access]\nrestart_users = ["{ALICE}", "{BOB}"]\ncooldown = 0\n'
-                   f'[notify]\nchannel = "{NOTIFY}"\n'
-                   '[watch]\npoll = "1h"\ninterval = "1h"\nsafety_interval = "1h"\nmax_load = "120s"\n')
+    cfg = write_config(cluster, pg_server, db, tmp_path,
+                       '[watch]\npoll = "1h"\ninterval = "1h"\nsafety_interval = "1h"\nmax_load = "120s"\n')
     fake = await FakeSlack().start()
     replicas: list[Replica] = []
     try:
         async with aiohttp.ClientSession() as session:
-            a = Replica("a", cfg, fake, tmp_path)
-            replicas.append(a)
-            await a.wait_role(session, "leader", 40)
-            b = Replica("b", cfg, fake, tmp_path)
-            replicas.append(b)
-            await b.wait_role(session, "standby", 40)
+            a, b = await leader_and_standby(session, cfg, fake, tmp_path, replicas)
             await asyncio.sleep(2.0)  # the leader's first watcher look and its stream (RestartSec is 5 s)
 
             assert await a.post_event(session, event_body(
@@ -73,15 +89,7 @@ async def test_a_new_leader_resumes_the_stream_and_says_each_thing_once(make_clu
             assert await a.click(session, fake, BOB, rid) == 200
             await until(lambda: bool(journal_times(sim, "Completed |", after=started)), 30, "the load")
             await until(lambda: any("kimi on gpu-a:" in t for t in texts(fake, OPS, ASKED_AT)), 30, "progress")
-            watcher = Store(pg_server.url(db))
-            try:
-                for _ in range(300):  # the old leader has handed over a line of this load: its cursor is kept
-                    if await watcher.journal_cursors.get("gpu-a"):
-                        break
-                    await asyncio.sleep(0.1)
-                assert await watcher.journal_cursors.get("gpu-a")
-            finally:
-                await watcher.close()
+            await _until_the_cursor_is_kept(pg_server, db)
             assert sim.state(KIMI_UNIT).sim_state == "loading", sim.state(KIMI_UNIT)
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait(10)

@@ -21,7 +21,9 @@ from urllib.parse import urlencode
 
 import aiohttp
 
+from services.sim.node import SimNode
 from services.sim.scenarios import KIMI_UNIT, fast_profile, kimi_node, kimi_unit
+from services.store.records import Follow
 from services.store.store import Store
 from tests.conftest import MakeCluster, SimCluster
 from tests.pg import PASSWORD, PgServer
@@ -118,6 +120,87 @@ def texts(fake: FakeSlack, channel: str, thread_ts: str | None = None) -> list[s
     return [str(b.get("text", "")) for b in posts(fake, channel, thread_ts)]
 
 
+def write_config(cluster: SimCluster, pg_server: PgServer, db: str, tmp: Path, watch: str) -> Path:
+    """The replicas' shared config: the cluster, the PostgreSQL store ([state] url: no password), Alice and Bob
+    allowed to restart without a cooldown, the notify channel, and ``watch`` as the [watch] table's lines."""
+    cfg = tmp / "inferbot.toml"
+    cfg.write_text(_toml(cluster) + f'url = "{pg_server.config_url(db)}"\n'
+                   f'[access]\nrestart_users = ["{ALICE}", "{BOB}"]\ncooldown = 0\n'
+                   f'[notify]\nchannel = "{NOTIFY}"\n' + watch)
+    return cfg
+
+
+async def leader_and_standby(session: aiohttp.ClientSession, cfg: Path, fake: FakeSlack, tmp: Path,
+                             replicas: list[Replica]) -> tuple[Replica, Replica]:
+    """Start replica a, wait for it to lead, then replica b, and wait for it to stand by (both in ``replicas``)."""
+    a = Replica("a", cfg, fake, tmp)
+    replicas.append(a)
+    await a.wait_role(session, "leader", 40)
+    b = Replica("b", cfg, fake, tmp)
+    replicas.append(b)
+    await b.wait_role(session, "standby", 40)
+    return a, b
+
+
+async def _one_answer_to_an_event_delivered_twice(session: aiohttp.ClientSession, fake: FakeSlack, a: Replica,
+                                                  b: Replica) -> None:
+    """The same event delivered to both replicas (Slack retried on the other one): one answer."""
+    same = event_body(mention("help", user=ALICE, channel=OPS, ts="1700000600.000100"))
+    assert await asyncio.gather(a.post_event(session, same), b.post_event(session, same)) == [200, 200]
+    await until(lambda: texts(fake, OPS, "1700000600.000100"), 20, "the help answer")
+    await asyncio.sleep(1.0)
+    assert len(posts(fake, OPS, "1700000600.000100")) == 1
+
+
+def _confirmation(fake: FakeSlack) -> dict[str, Any] | None:
+    return next((b for b in posts(fake, OPS) if "restart_confirm" in json.dumps(b.get("blocks", []))), None)
+
+
+async def _one_restart_confirmed_on_both(session: aiohttp.ClientSession, fake: FakeSlack, a: Replica, b: Replica,
+                                         sim: SimNode, pid_before: int) -> None:
+    """A restart asked on the leader, confirmed on both replicas at once: one restart, and its load begins."""
+    assert await a.post_event(session, event_body(
+        mention("restart kimi", user=ALICE, channel=OPS, ts=ASKED_AT))) == 200
+    await until(lambda: _confirmation(fake) is not None, 30, "the confirmation")
+    body = _confirmation(fake)
+    assert body is not None
+    rid = next(blk for blk in body["blocks"] if blk["type"] == "actions")["elements"][0]["value"]
+    assert await asyncio.gather(a.click(session, fake, ALICE, rid), b.click(session, fake, BOB, rid)) \
+        == [200, 200]
+    await until(lambda: sim.state(KIMI_UNIT).main_pid not in (0, pid_before), 30, "the restart")
+    await sim.wait_for(KIMI_UNIT, "loading", 30)
+
+
+def _progress(fake: FakeSlack) -> list[dict[str, Any]]:
+    return [p for p in posts(fake, OPS, ASKED_AT) if "kimi on gpu-a:" in str(p.get("text", ""))]
+
+
+def _edits(fake: FakeSlack) -> list[dict[str, Any]]:
+    return [c.body for c in fake.calls_to("chat.update") if "kimi on gpu-a:" in str(c.body.get("text", ""))]
+
+
+async def _until_audited(pg_server: PgServer, db: str, event: str) -> None:
+    """Wait (up to 30 s) until the shared store's audit log has ``event``."""
+    watcher = Store(pg_server.url(db))
+    try:
+        for _ in range(300):
+            if event in [e.event for e in await watcher.audit.recent(limit=50)]:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await watcher.close()
+
+
+async def _audit_and_follow(pg_server: PgServer, db: str) -> tuple[list[str], Follow | None]:
+    store = Store(pg_server.url(db))
+    try:
+        events = [e.event for e in await store.audit.recent(limit=200)]
+        follow = await store.follows.get("kimi@gpu-a")
+    finally:
+        await store.close()
+    return events, follow
+
+
 async def test_two_replicas_exactly_once_through_a_leader_kill(make_cluster: MakeCluster, pg_server: PgServer,
                                                                tmp_path: Path) -> None:
     scenario = kimi_node(fast=True, port=free_port())
@@ -128,70 +211,28 @@ async def test_two_replicas_exactly_once_through_a_leader_kill(make_cluster: Mak
     await sim.wait_for(KIMI_UNIT, "ready", 60)
     pid_before = sim.state(KIMI_UNIT).main_pid
     db = pg_server.database()
-    cfg = tmp_path / "inferbot.toml"
-    cfg.write_text(_toml(cluster) + f'url = "{pg_server.config_url(db)}"\n'  # [state] url: no password
-                   f'[access]\nrestart_users = ["{ALICE}", "{BOB}"]\ncooldown = 0\n'
-                   f'[notify]\nchannel = "{NOTIFY}"\n[watch]\npoll = "0.3s"\ninterval = "30s"\nmax_load = "120s"\n')
+    cfg = write_config(cluster, pg_server, db, tmp_path,
+                       '[watch]\npoll = "0.3s"\ninterval = "30s"\nmax_load = "120s"\n')
     fake = await FakeSlack().start()
     replicas: list[Replica] = []
     try:
         async with aiohttp.ClientSession() as session:
-            a = Replica("a", cfg, fake, tmp_path)
-            replicas.append(a)
-            await a.wait_role(session, "leader", 40)
-            b = Replica("b", cfg, fake, tmp_path)
-            replicas.append(b)
-            await b.wait_role(session, "standby", 40)
-
+            a, b = await leader_and_standby(session, cfg, fake, tmp_path, replicas)
             # 1. the same event delivered to both replicas (Slack retried on the other one): one answer
-            same = event_body(mention("help", user=ALICE, channel=OPS, ts="1700000600.000100"))
-            assert await asyncio.gather(a.post_event(session, same), b.post_event(session, same)) == [200, 200]
-            await until(lambda: texts(fake, OPS, "1700000600.000100"), 20, "the help answer")
-            await asyncio.sleep(1.0)
-            assert len(posts(fake, OPS, "1700000600.000100")) == 1
-
+            await _one_answer_to_an_event_delivered_twice(session, fake, a, b)
             # 2. a restart asked on the leader, confirmed on both replicas at once: one restart
-            assert await a.post_event(session, event_body(
-                mention("restart kimi", user=ALICE, channel=OPS, ts=ASKED_AT))) == 200
-
-            def confirmation() -> dict[str, Any] | None:
-                return next((b for b in posts(fake, OPS) if "restart_confirm" in json.dumps(b.get("blocks", []))),
-                            None)
-
-            await until(lambda: confirmation() is not None, 30, "the confirmation")
-            body = confirmation()
-            assert body is not None
-            rid = next(blk for blk in body["blocks"] if blk["type"] == "actions")["elements"][0]["value"]
-            assert await asyncio.gather(a.click(session, fake, ALICE, rid), b.click(session, fake, BOB, rid)) \
-                == [200, 200]
-            await until(lambda: sim.state(KIMI_UNIT).main_pid not in (0, pid_before), 30, "the restart")
-            await sim.wait_for(KIMI_UNIT, "loading", 30)
-
+            await _one_restart_confirmed_on_both(session, fake, a, b, sim, pid_before)
             # 3. the leader posts the one progress message, then is SIGKILLed mid-load
-            def progress() -> list[dict[str, Any]]:
-                return [p for p in posts(fake, OPS, ASKED_AT) if "kimi on gpu-a:" in str(p.get("text", ""))]
-
-            def edits() -> list[dict[str, Any]]:
-                return [c.body for c in fake.calls_to("chat.update")
-                        if "kimi on gpu-a:" in str(c.body.get("text", ""))]
-
-            await until(lambda: progress(), 30, "the progress message")
+            await until(lambda: _progress(fake), 30, "the progress message")
             # Mid-load, not mid-command: the winner has run the restart and written it to the audit log.
             # (The follow is on record before the command runs, so the leader may already be following.)
-            watcher = Store(pg_server.url(db))
-            try:
-                for _ in range(300):
-                    if "restart.executed" in [e.event for e in await watcher.audit.recent(limit=50)]:
-                        break
-                    await asyncio.sleep(0.1)
-            finally:
-                await watcher.close()
+            await _until_audited(pg_server, db, "restart.executed")
             assert sim.state(KIMI_UNIT).sim_state == "loading", sim.state(KIMI_UNIT)
             assert not any("is ready" in t for t in texts(fake, NOTIFY))
             a.proc.send_signal(signal.SIGKILL)
             a.proc.wait(10)
             killed = time.monotonic()
-            edits_before = len(edits())
+            edits_before = len(_edits(fake))
             took = await b.wait_role(session, "leader", 15)
             assert time.monotonic() - killed < 15, took
 
@@ -202,17 +243,12 @@ async def test_two_replicas_exactly_once_through_a_leader_kill(make_cluster: Mak
         channel_ready = [t for t in texts(fake, NOTIFY) if "is ready" in t]
         assert len(thread_ready) == 1 and len(channel_ready) == 1, (thread_ready, channel_ready)
         assert thread_ready[0].startswith("✅ kimi on gpu-a is ready — loaded in")
-        assert len(progress()) == 1  # one progress message for the whole load, across the failover
-        store = Store(pg_server.url(db))
-        try:
-            events = [e.event for e in await store.audit.recent(limit=200)]
-            follow = await store.follows.get("kimi@gpu-a")
-        finally:
-            await store.close()
+        assert len(_progress(fake)) == 1  # one progress message for the whole load, across the failover
+        events, follow = await _audit_and_follow(pg_server, db)
         assert follow is not None and follow.progress_message_ts and follow.outcome == "ready"
-        after = edits()[edits_before:]
+        after = _edits(fake)[edits_before:]
         assert after, "the new leader never edited the progress message"
-        assert {e["ts"] for e in edits()} == {follow.progress_message_ts}  # the same message, before and after
+        assert {e["ts"] for e in _edits(fake)} == {follow.progress_message_ts}  # the same message, before and after
         assert "load finished after" in str(after[-1].get("text"))  # ...up to the last edit
         assert sim.state(KIMI_UNIT).n_restarts == 0  # systemd saw one restart by hand, no crash loop
         assert events.count("restart.executed") == 1, events

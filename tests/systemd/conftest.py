@@ -134,98 +134,118 @@ def _corpus_unit(port: int) -> str:
     ])
 
 
+def _install_standin(root: Path, ports: dict[str, int]) -> None:
+    """The stand-in vLLM server under every name and launcher the tests reach it by."""
+    lib = root / "usr/local/lib/standin_vllm.py"
+    shutil.copy(STANDIN, lib)
+    text = STANDIN.read_text()
+    # The same server under any name: a console script, a launcher script of another name.
+    (root / "usr/local/bin/vllm").write_text(text.replace("#!/usr/bin/python3", "#!/opt/venv/bin/python", 1))
+    (root / "opt/serve_model.py").write_text(text)
+    for p in ("usr/local/bin/vllm", "opt/serve_model.py", "usr/local/lib/standin_vllm.py"):
+        os.chmod(root / p, 0o755)
+    # A wrapper that does not exec: the server is its child, the shell stays the unit's MainPID.
+    launch = root / "opt/launch.sh"
+    launch.write_text(
+        "#!/bin/sh\n"
+        f"/opt/venv/bin/python /opt/serve_model.py serve /models/wrapped --port {ports['wrapper']} "
+        "--tensor-parallel-size 4 --max-model-len 16384\n"
+        'rc=$?\necho "server exited with $rc"\nexit $rc\n')
+    os.chmod(launch, 0o755)
+    # `python -m vllm.entrypoints.openai.api_server` finds the stand-in as that module.
+    pkg = root / "usr/local/lib/python3.11/dist-packages/vllm/entrypoints/openai"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent):
+        (d / "__init__.py").write_text("")
+    (pkg / "api_server.py").write_text(text)
+
+
+def _write_env_files(root: Path) -> None:
+    """The environment files and the secret-bearing journal lines the units read."""
+    etc = root / "etc/inferbot"
+    (etc / "quoting.env").write_text(
+        "# comment\n; also a comment\nEXTRA_ARGS=--seed 7 --max-num-seqs 64\nQUOTED_SINGLE='x y'\n"
+        'QUOTED_DOUBLE="say \\"hi\\""\n')
+    (etc / "syntax.env").write_text(SYNTAX_ENV_FILE)
+    (etc / "corpus.env").write_text("\n".join(s.text for s in corpus.by_where("env-file")) + "\n")
+    os.chmod(etc / "corpus.env", 0o600)
+    # Its own unit's secrets only: a value seen in another unit is not this unit's to know.
+    (etc / "corpus-fail.txt").write_text("\n".join(
+        s.text.split("] ", 1)[-1] for s in corpus.by_where("journal") if s.name != corpus.CROSS_UNIT) + "\n")
+    os.chmod(etc / "corpus-fail.txt", 0o600)
+    (etc / "corpus-journal.txt").write_text("\n".join(s.text for s in corpus.by_where("journal")) + "\n")
+    os.chmod(etc / "corpus-journal.txt", 0o600)
+
+
+def _units(ports: dict[str, int]) -> dict[str, str]:
+    """Every test unit's file, by its name."""
+    return {
+        "vllm-std.service": _unit("vLLM standard", [
+            "Environment=CUDA_VISIBLE_DEVICES=0,1 NCCL_ALGO=Ring",
+            f"ExecStart=/usr/local/bin/vllm serve /models/std --port {ports['std']} --tensor-parallel-size 2 "
+            "--max-model-len 8192 --gpu-memory-utilization 0.9",
+        ]),
+        "serve-model.service": _unit("launcher of another name", [
+            "Environment=NCCL_ALGO=Tree",
+            f"ExecStart=/opt/venv/bin/python /opt/serve_model.py serve /models/x --tensor-parallel-size 8 "
+            f"--port {ports['serve-model']} --max-model-len 32768",
+        ]),
+        "wrapper.service": _unit("wrapper without exec", ["ExecStart=/bin/sh -c '/opt/launch.sh'"]),
+        "sudo-vllm.service": _unit("sudo -u vllm", [
+            f"ExecStart=/usr/bin/sudo -u vllm /opt/venv/bin/python /opt/serve_model.py serve /models/sudo "
+            f"--port {ports['sudo-vllm']} --pipeline-parallel-size 2 --max-model-len 2048",
+        ]),
+        "quoting.service": _unit("systemd quoting", [
+            f'Environment="GREETING=hello world" MODEL_DIR=/models/quoted PORT={ports["quoting"]}',
+            "Environment='SINGLE=a b'",
+            "EnvironmentFile=/etc/inferbot/quoting.env",
+            "EnvironmentFile=-/etc/inferbot/missing.env",
+            "ExecStart=/usr/local/bin/vllm serve ${MODEL_DIR} --port $PORT --served-model-name \"quoted name\" \\\n"
+            "  --chat-template-content-format \"str\\\"ing\" $EXTRA_ARGS --max-model-len=4096",
+        ]),
+        "vllm@.service": (
+            "[Unit]\nDescription=vLLM on port %i\n\n[Service]\nEnvironment=INSTANCE=%i\n"
+            "ExecStart=/usr/local/bin/vllm serve /models/tmpl-%i --port %i --served-model-name tmpl-%i\n\n"
+            "[Install]\nWantedBy=multi-user.target\n"),
+        "json-flags.service": _unit("JSON flags", [
+            f"ExecStart=/usr/local/bin/vllm serve /models/json --port {ports['json-flags']} "
+            f"--compilation-config='{JSON_COMPILATION}' --kv-transfer-config '{JSON_KV}' "
+            f"--model-loader-extra-config '{JSON_LOADER}'",
+        ]),
+        "drift.service": _unit("edited without daemon-reload", [
+            f"ExecStart=/usr/local/bin/vllm serve /models/drift --port {ports['drift']} --max-model-len 1024",
+        ]),
+        "corpus.service": _corpus_unit(ports["corpus"]),
+        "syntax.service": syntax_unit(ports["syntax"]),
+        FAILING_UNIT: (
+            "[Unit]\nDescription=fails at startup with secrets in its error lines\n\n[Service]\n"
+            "Environment=STANDIN_FAIL_FILE=/etc/inferbot/corpus-fail.txt\n"
+            f"ExecStart=/usr/local/bin/vllm serve /models/corpus-fail --port {ports['corpus-fail']} "
+            f"{' '.join(s.text for s in corpus.by_where('flag'))}\n"
+            "Restart=no\n\n[Install]\nWantedBy=multi-user.target\n"),
+        **{f"launch-{n}.service": _unit(f"launcher {n}", [f"ExecStart={cmd.format(port=ports[n])}"])
+           for n, cmd in LAUNCHERS.items()},
+    }
+
+
+def _install_units(root: Path, ports: dict[str, int]) -> None:
+    """Write the units and enable each (the template through one instance)."""
+    units = _units(ports)
+    sysd = root / "etc/systemd/system"
+    wants = sysd / "multi-user.target.wants"
+    wants.mkdir(exist_ok=True)
+    for name, text in units.items():
+        (sysd / name).write_text(text)
+        if "@." not in name:
+            (wants / name).symlink_to(f"../{name}")
+    (wants / f"vllm@{ports['tmpl']}.service").symlink_to("../vllm@.service")
+
+
 def _prepare(ports: dict[str, int]) -> Callable[[Path], None]:
     def prepare(root: Path) -> None:
-        lib = root / "usr/local/lib/standin_vllm.py"
-        shutil.copy(STANDIN, lib)
-        text = STANDIN.read_text()
-        # The same server under any name: a console script, a launcher script of another name.
-        (root / "usr/local/bin/vllm").write_text(text.replace("#!/usr/bin/python3", "#!/opt/venv/bin/python", 1))
-        (root / "opt/serve_model.py").write_text(text)
-        for p in ("usr/local/bin/vllm", "opt/serve_model.py", "usr/local/lib/standin_vllm.py"):
-            os.chmod(root / p, 0o755)
-        # A wrapper that does not exec: the server is its child, the shell stays the unit's MainPID.
-        launch = root / "opt/launch.sh"
-        launch.write_text(
-            "#!/bin/sh\n"
-            f"/opt/venv/bin/python /opt/serve_model.py serve /models/wrapped --port {ports['wrapper']} "
-            "--tensor-parallel-size 4 --max-model-len 16384\n"
-            'rc=$?\necho "server exited with $rc"\nexit $rc\n')
-        os.chmod(launch, 0o755)
-        # `python -m vllm.entrypoints.openai.api_server` finds the stand-in as that module.
-        pkg = root / "usr/local/lib/python3.11/dist-packages/vllm/entrypoints/openai"
-        pkg.mkdir(parents=True)
-        for d in (pkg, pkg.parent, pkg.parent.parent):
-            (d / "__init__.py").write_text("")
-        (pkg / "api_server.py").write_text(text)
-        etc = root / "etc/inferbot"
-        (etc / "quoting.env").write_text(
-            "# comment\n; also a comment\nEXTRA_ARGS=--seed 7 --max-num-seqs 64\nQUOTED_SINGLE='x y'\n"
-            'QUOTED_DOUBLE="say \\"hi\\""\n')
-        (etc / "syntax.env").write_text(SYNTAX_ENV_FILE)
-        (etc / "corpus.env").write_text("\n".join(s.text for s in corpus.by_where("env-file")) + "\n")
-        os.chmod(etc / "corpus.env", 0o600)
-        # Its own unit's secrets only: a value seen in another unit is not this unit's to know.
-        (etc / "corpus-fail.txt").write_text("\n".join(
-            s.text.split("] ", 1)[-1] for s in corpus.by_where("journal") if s.name != corpus.CROSS_UNIT) + "\n")
-        os.chmod(etc / "corpus-fail.txt", 0o600)
-        (etc / "corpus-journal.txt").write_text("\n".join(s.text for s in corpus.by_where("journal")) + "\n")
-        os.chmod(etc / "corpus-journal.txt", 0o600)
-        units = {
-            "vllm-std.service": _unit("vLLM standard", [
-                "Environment=CUDA_VISIBLE_DEVICES=0,1 NCCL_ALGO=Ring",
-                f"ExecStart=/usr/local/bin/vllm serve /models/std --port {ports['std']} --tensor-parallel-size 2 "
-                "--max-model-len 8192 --gpu-memory-utilization 0.9",
-            ]),
-            "serve-model.service": _unit("launcher of another name", [
-                "Environment=NCCL_ALGO=Tree",
-                f"ExecStart=/opt/venv/bin/python /opt/serve_model.py serve /models/x --tensor-parallel-size 8 "
-                f"--port {ports['serve-model']} --max-model-len 32768",
-            ]),
-            "wrapper.service": _unit("wrapper without exec", ["ExecStart=/bin/sh -c '/opt/launch.sh'"]),
-            "sudo-vllm.service": _unit("sudo -u vllm", [
-                f"ExecStart=/usr/bin/sudo -u vllm /opt/venv/bin/python /opt/serve_model.py serve /models/sudo "
-                f"--port {ports['sudo-vllm']} --pipeline-parallel-size 2 --max-model-len 2048",
-            ]),
-            "quoting.service": _unit("systemd quoting", [
-                f'Environment="GREETING=hello world" MODEL_DIR=/models/quoted PORT={ports["quoting"]}',
-                "Environment='SINGLE=a b'",
-                "EnvironmentFile=/etc/inferbot/quoting.env",
-                "EnvironmentFile=-/etc/inferbot/missing.env",
-                "ExecStart=/usr/local/bin/vllm serve ${MODEL_DIR} --port $PORT --served-model-name \"quoted name\" \\\n"
-                "  --chat-template-content-format \"str\\\"ing\" $EXTRA_ARGS --max-model-len=4096",
-            ]),
-            "vllm@.service": (
-                "[Unit]\nDescription=vLLM on port %i\n\n[Service]\nEnvironment=INSTANCE=%i\n"
-                "ExecStart=/usr/local/bin/vllm serve /models/tmpl-%i --port %i --served-model-name tmpl-%i\n\n"
-                "[Install]\nWantedBy=multi-user.target\n"),
-            "json-flags.service": _unit("JSON flags", [
-                f"ExecStart=/usr/local/bin/vllm serve /models/json --port {ports['json-flags']} "
-                f"--compilation-config='{JSON_COMPILATION}' --kv-transfer-config '{JSON_KV}' "
-                f"--model-loader-extra-config '{JSON_LOADER}'",
-            ]),
-            "drift.service": _unit("edited without daemon-reload", [
-                f"ExecStart=/usr/local/bin/vllm serve /models/drift --port {ports['drift']} --max-model-len 1024",
-            ]),
-            "corpus.service": _corpus_unit(ports["corpus"]),
-            "syntax.service": syntax_unit(ports["syntax"]),
-            FAILING_UNIT: (
-                "[Unit]\nDescription=fails at startup with secrets in its error lines\n\n[Service]\n"
-                "Environment=STANDIN_FAIL_FILE=/etc/inferbot/corpus-fail.txt\n"
-                f"ExecStart=/usr/local/bin/vllm serve /models/corpus-fail --port {ports['corpus-fail']} "
-                f"{' '.join(s.text for s in corpus.by_where('flag'))}\n"
-                "Restart=no\n\n[Install]\nWantedBy=multi-user.target\n"),
-            **{f"launch-{n}.service": _unit(f"launcher {n}", [f"ExecStart={cmd.format(port=ports[n])}"])
-               for n, cmd in LAUNCHERS.items()},
-        }
-        sysd = root / "etc/systemd/system"
-        wants = sysd / "multi-user.target.wants"
-        wants.mkdir(exist_ok=True)
-        for name, text in units.items():
-            (sysd / name).write_text(text)
-            if "@." not in name:
-                (wants / name).symlink_to(f"../{name}")
-        (wants / f"vllm@{ports['tmpl']}.service").symlink_to("../vllm@.service")
+        _install_standin(root, ports)
+        _write_env_files(root)
+        _install_units(root, ports)
 
     return prepare
 

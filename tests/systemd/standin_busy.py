@@ -182,6 +182,14 @@ class Metrics:
         reqs = REQ_PS * t
         out: list[str] = []
         self._process(out, t)
+        self._gauges(out)
+        self._counters(out, t, reqs)
+        self._histograms(out, t, reqs)
+        self._cache_config(out)
+        self._http(out, t)
+        return "\n".join(out) + "\n"
+
+    def _gauges(self, out: list[str]) -> None:
         lab = self.lab
         for name, kind, help_, value in (
             ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", 22),
@@ -197,6 +205,8 @@ class Metrics:
                       "discard_all = 1 means sleep level 2.",
                       [f'vllm:engine_sleep_state{{{lab},sleep_state="{s}"}} {v}'
                        for s, v in (("awake", 1.0), ("weights_offloaded", 0.0), ("discard_all", 0.0))])
+
+    def _counters(self, out: list[str], t: float, reqs: float) -> None:
         for name, help_, value in (
             ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
              PROMPT_TPS * 1.6 * t),
@@ -222,6 +232,9 @@ class Metrics:
                       [(f',finished_reason="{r}"', reqs * f) for r, f in (("stop", 0.93), ("length", 0.06),
                                                                           ("abort", 0.01), ("error", 0.0),
                                                                           ("repetition", 0.0))])
+
+    def _histograms(self, out: list[str], t: float, reqs: float) -> None:
+        lab = self.lab
         for name, help_, buckets, count, mean in (
             ("vllm:request_prompt_tokens", "Number of prefill tokens processed.", self.TOKENS, reqs, 1510.0),
             ("vllm:request_generation_tokens", "Number of generation tokens processed.", self.TOKENS, reqs, 500.0),
@@ -251,6 +264,8 @@ class Metrics:
              "(excluding cached tokens).", self.TOKENS, reqs, 910.0),
         ):
             self._histogram(out, name, help_, buckets, count, mean, lab)
+
+    def _cache_config(self, out: list[str]) -> None:
         self._family(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", [
             'vllm:cache_config_info{block_size="64",cache_dtype="auto",calculate_kv_scales="False",'
             'enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.95",is_attention_free="False",'
@@ -258,8 +273,6 @@ class Metrics:
             'mamba_block_size="None",mamba_cache_dtype="auto",mamba_page_size_padded="None",num_cpu_blocks="None",'
             'num_gpu_blocks="4967",num_gpu_blocks_override="None",prefix_caching_hash_algo="sha256",'
             'sliding_window="None",user_specified_block_size="False"} 1.0'])
-        self._http(out, t)
-        return "\n".join(out) + "\n"
 
     def _family(self, out: list[str], name: str, kind: str, help_: str, lines: list[str]) -> None:
         out += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", *lines]

@@ -15,6 +15,10 @@ import os
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import standin_busy
 
 VERSION = "0.20.1"
 INT_FLAGS = {"port", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
@@ -74,6 +78,48 @@ def parse(argv: list[str]) -> tuple[str, dict[str, object]]:
     return model, args
 
 
+def _handler(model: str, names: list[str], keys: list[str], max_len: int,
+             busy: standin_busy.Metrics | None) -> type[BaseHTTPRequestHandler]:
+    """The HTTP handler: /health, /version, /v1/models (behind the API keys) and /metrics."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if path == "/health":
+                self._send(200, b"")
+            elif path == "/version":
+                self._send(200, json.dumps({"version": VERSION}).encode())
+            elif path == "/v1/models":
+                if keys and self.headers.get("Authorization") not in [f"Bearer {k}" for k in keys]:
+                    self._send(401, b'{"error": "Unauthorized"}')
+                    return
+                now = int(time.time())
+                data = [{"id": n, "object": "model", "created": now, "owned_by": "vllm", "root": model,
+                         "parent": None, "max_model_len": max_len, "permission": []} for n in names]
+                self._send(200, json.dumps({"object": "list", "data": data}).encode())
+            elif path == "/metrics" and busy is not None:
+                self._send(200, busy.text().encode(), "text/plain; version=0.0.4; charset=utf-8")
+            elif path == "/metrics":
+                label = f'model_name="{names[0]}"'
+                body = (f"vllm:num_requests_running{{{label}}} 0.0\nvllm:num_requests_waiting{{{label}}} 0.0\n"
+                        f"vllm:kv_cache_usage_perc{{{label}}} 0.0\n")
+                self._send(200, body.encode(), "text/plain; version=0.0.4; charset=utf-8")
+            else:
+                self._send(404, b'{"detail": "Not Found"}')
+
+        def log_message(self, format: str, *a: object) -> None:
+            return
+
+    return Handler
+
+
 def main() -> None:
     model, args = parse(sys.argv[1:])
     pid = os.getpid()
@@ -114,42 +160,8 @@ def main() -> None:
         log(f"Using max model len {max_len}", "model.py", 1742)
         log(f"Starting vLLM server on http://{host}:{port}", "api_server.py", 1921)
 
-    class Handler(BaseHTTPRequestHandler):
-        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self) -> None:
-            path = self.path.split("?")[0]
-            if path == "/health":
-                self._send(200, b"")
-            elif path == "/version":
-                self._send(200, json.dumps({"version": VERSION}).encode())
-            elif path == "/v1/models":
-                if keys and self.headers.get("Authorization") not in [f"Bearer {k}" for k in keys]:
-                    self._send(401, b'{"error": "Unauthorized"}')
-                    return
-                now = int(time.time())
-                data = [{"id": n, "object": "model", "created": now, "owned_by": "vllm", "root": model,
-                         "parent": None, "max_model_len": max_len, "permission": []} for n in names]
-                self._send(200, json.dumps({"object": "list", "data": data}).encode())
-            elif path == "/metrics" and busy is not None:
-                self._send(200, busy.text().encode(), "text/plain; version=0.0.4; charset=utf-8")
-            elif path == "/metrics":
-                label = f'model_name="{names[0]}"'
-                body = (f"vllm:num_requests_running{{{label}}} 0.0\nvllm:num_requests_waiting{{{label}}} 0.0\n"
-                        f"vllm:kv_cache_usage_perc{{{label}}} 0.0\n")
-                self._send(200, body.encode(), "text/plain; version=0.0.4; charset=utf-8")
-            else:
-                self._send(404, b'{"detail": "Not Found"}')
-
-        def log_message(self, format: str, *a: object) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1" if host in ("0.0.0.0", "") else host, port), Handler)
+    handler = _handler(model, names, keys, max_len, busy)
+    server = ThreadingHTTPServer(("127.0.0.1" if host in ("0.0.0.0", "") else host, port), handler)
     if busy is None:
         print(f"(APIServer pid={pid}) INFO:     Started server process [{pid}]", flush=True)
         print(f"(APIServer pid={pid}) INFO:     Waiting for application startup.", flush=True)

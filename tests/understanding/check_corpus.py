@@ -42,31 +42,9 @@ FLAG_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
-def problems(row: dict[str, object], prefix: str) -> list[str]:
-    """What is wrong with one row (empty when it is right)."""
+def _args_problems(intent: object, args: object) -> list[str]:
+    """What is wrong with a row's args: unknown keys, wrong types, and args that do not go with its intent."""
     out: list[str] = []
-    keys = list(row)
-    if keys[: len(FIELDS)] != FIELDS or set(keys) - {*FIELDS, "note"}:
-        out.append(f"fields {keys} (want {FIELDS} + optional note)")
-        return out
-    rid, text, intent = row["id"], row["text"], row["intent"]
-    if not (isinstance(rid, str) and re.fullmatch(prefix + r"\d{4}", rid)):
-        out.append(f"id {rid!r}")
-    if not isinstance(text, str) or not text.strip():
-        out.append("empty text")
-        return out
-    if row["surface"] not in {"slack", "terminal"}:
-        out.append(f"surface {row['surface']!r}")
-    if intent not in INTENTS:
-        out.append(f"intent {intent!r}")
-    for key, known in (("services", SERVICES), ("nodes", NODES)):
-        v = row[key]
-        if not isinstance(v, list) or set(v) - known or len(set(v)) != len(v):
-            out.append(f"{key} {v!r}")
-    unknown = row["unknown"]
-    if not isinstance(unknown, list) or any(not isinstance(w, str) or w in SERVICES | NODES for w in unknown):
-        out.append(f"unknown {unknown!r}")
-    args = row["args"]
     if not isinstance(args, dict):
         out.append("args not an object")
         args = {}
@@ -91,6 +69,48 @@ def problems(row: dict[str, object], prefix: str) -> list[str]:
         out.append("args.duration_s outside silence")
     if "lines" in args and intent != "logs":
         out.append("args.lines outside logs")
+    return out
+
+
+def _encoding_problems(surface: object, text: str) -> list[str]:
+    """Text that Slack or a terminal would not deliver as written."""
+    out: list[str] = []
+    if surface == "slack":
+        bare = SLACK_MARKUP.sub("", text)
+        if "<" in bare or ">" in bare:
+            out.append("raw < or > in Slack text (Slack sends &lt; &gt;)")
+        if ENTITY.search(text):
+            out.append("raw & in Slack text (Slack sends &amp;)")
+    elif "<@" in text or "&gt;" in text or "&amp;" in text:
+        out.append("Slack encoding in a terminal text")
+    return out
+
+
+def problems(row: dict[str, object], prefix: str) -> list[str]:
+    """What is wrong with one row (empty when it is right)."""
+    out: list[str] = []
+    keys = list(row)
+    if keys[: len(FIELDS)] != FIELDS or set(keys) - {*FIELDS, "note"}:
+        out.append(f"fields {keys} (want {FIELDS} + optional note)")
+        return out
+    rid, text, intent = row["id"], row["text"], row["intent"]
+    if not (isinstance(rid, str) and re.fullmatch(prefix + r"\d{4}", rid)):
+        out.append(f"id {rid!r}")
+    if not isinstance(text, str) or not text.strip():
+        out.append("empty text")
+        return out
+    if row["surface"] not in {"slack", "terminal"}:
+        out.append(f"surface {row['surface']!r}")
+    if intent not in INTENTS:
+        out.append(f"intent {intent!r}")
+    for key, known in (("services", SERVICES), ("nodes", NODES)):
+        v = row[key]
+        if not isinstance(v, list) or set(v) - known or len(set(v)) != len(v):
+            out.append(f"{key} {v!r}")
+    unknown = row["unknown"]
+    if not isinstance(unknown, list) or any(not isinstance(w, str) or w in SERVICES | NODES for w in unknown):
+        out.append(f"unknown {unknown!r}")
+    out += _args_problems(intent, row["args"])
     order = row["order"]
     if not isinstance(order, bool) or (order and intent not in ORDER_INTENTS):
         out.append(f"order {order!r} with intent {intent}")
@@ -104,14 +124,7 @@ def problems(row: dict[str, object], prefix: str) -> list[str]:
         out.append(f"kind {kind!r}")
     if "note" in row and not (isinstance(row["note"], str) and row["note"]):
         out.append("empty note")
-    if row["surface"] == "slack":
-        bare = SLACK_MARKUP.sub("", text)
-        if "<" in bare or ">" in bare:
-            out.append("raw < or > in Slack text (Slack sends &lt; &gt;)")
-        if ENTITY.search(text):
-            out.append("raw & in Slack text (Slack sends &amp;)")
-    elif "<@" in text or "&gt;" in text or "&amp;" in text:
-        out.append("Slack encoding in a terminal text")
+    out += _encoding_problems(row["surface"], text)
     return out
 
 
