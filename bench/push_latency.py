@@ -37,7 +37,6 @@ import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,8 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster import PR_SET_CHILD_SUBREAPER, reap_all
-from bench.common import REPO_ROOT
-from bench.readiness import FAKE_SLACK, NOTIFY, _load_fake_slack, _stop
+from bench.readiness import FAKE_SLACK, NOTIFY, _load_fake_slack, run_measurement
 
 LOADS_S = (2.0, 5.0, 9.0, 14.0)
 """The loads (about, plus the fake server's start-up) the readiness samples take turns with."""
@@ -283,23 +281,8 @@ async def run(samples: int, deaths: int, skip_poll: bool) -> dict[str, Any]:
 
 def measure_push(samples: int, deaths: int, skip_poll: bool = False, timeout_s: float = 1500.0) -> dict[str, Any]:
     """Run ``python -m bench.push_latency`` in its own process (as ``bench.readiness`` is) and return its JSON."""
-    env = os.environ | {"PYTHONPATH": str(REPO_ROOT), "INFERBOT_LOG_LEVEL": "ERROR"}
-    argv = [sys.executable, "-m", "bench.push_latency", "--samples", str(samples), "--deaths", str(deaths)]
-    p = subprocess.Popen([*argv, *(["--skip-poll"] if skip_poll else [])], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env,
-                         start_new_session=True)
-    try:
-        stdout, stderr = p.communicate(timeout=timeout_s)
-    except BaseException as e:
-        _stop(p)
-        if isinstance(e, subprocess.TimeoutExpired):
-            return {"status": f"not measured (no result within {timeout_s:g}s)"}
-        raise
-    try:
-        return dict(json.loads(stdout.strip().splitlines()[-1]))
-    except (ValueError, IndexError):
-        tail = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
-        return {"status": f"not measured (the measurement failed: {tail[0][:300]})"}
+    argv = ["bench.push_latency", "--samples", str(samples), "--deaths", str(deaths)]
+    return run_measurement([*argv, *(["--skip-poll"] if skip_poll else [])], timeout_s)
 
 
 def main() -> int:

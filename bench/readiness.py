@@ -263,11 +263,16 @@ def measure_readiness(samples: int = 3, timeout_s: float = 240.0) -> dict[str, A
     missing = missing_feature()
     if missing:
         return {"status": f"not measured (feature not present: {', '.join(missing)})"}
+    return run_measurement(["bench.readiness", "--samples", str(samples)], timeout_s)
+
+
+def run_measurement(module_argv: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run ``python -m MODULE ARGS…`` (``module_argv``) in a process of its own and return the JSON object its
+    last line prints, or a ``status`` saying why there is none."""
     env = os.environ | {"PYTHONPATH": str(REPO_ROOT), "INFERBOT_LOG_LEVEL": "ERROR"}
     # Its own session: Ctrl-C here must not kill it mid-way; it is told to stop and then cleans up itself.
-    p = subprocess.Popen([sys.executable, "-m", "bench.readiness", "--samples", str(samples)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         cwd=REPO_ROOT, env=env, start_new_session=True)
+    p = subprocess.Popen([sys.executable, "-m", *module_argv], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env, start_new_session=True)
     try:
         stdout, stderr = p.communicate(timeout=timeout_s)
     except BaseException as e:
