@@ -16,18 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SIGNING_SECRET
-from slack_sdk.web.async_client import AsyncWebClient
-from test_restart_slack import ALICE, ASKED_AT, BOB, EVE, NOTIFY, OPS, OutageSlack, SlackBotUnderTest, confirmation
+from test_restart_slack import (
+    ALICE,
+    ASKED_AT,
+    BOB,
+    EVE,
+    NOTIFY,
+    OPS,
+    OutageSlack,
+    SlackBots,
+    SlackBotUnderTest,
+    confirmation,
+)
 from test_restart_slack import until as until_
 
-from bot.app import runtime
-from bot.scheduler import BotScheduler
-from bot.slack.app import build_app, state_of
-from bot.slack.client import retry_handlers
-from bot.slack.runtime import slack_runtime
-from bot.slack.serve import start_http
-from config.models import BotConfig, SlackSettings
+from config.models import BotConfig
 from handlers.follow import reset_pacing
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT, kimi_node
 from tests.conftest import MakeCluster, SimCluster
@@ -57,37 +60,16 @@ async def changes_cluster(make_cluster: MakeCluster) -> SimCluster:
 
 @pytest.fixture
 async def change_bot(make_cluster: MakeCluster) -> AsyncIterator[Any]:
-    import aiohttp
-
-    made: list[Any] = []
+    bots = SlackBots()
 
     async def start(fs: OutageSlack) -> tuple[SlackBotUnderTest, SimCluster]:
         reset_pacing()
         cluster = await changes_cluster(make_cluster)
-        await fs.start()
-        client = AsyncWebClient(token="xoxb-test-token", base_url=fs.api_url, retry_handlers=retry_handlers())
-        cm = runtime(cluster.config)
-        core = await cm.__aenter__()
-        scheduler = BotScheduler()
-        rt = slack_runtime(core, client, jobs=scheduler)
-        app = build_app(rt, SlackSettings(), signing_secret=SIGNING_SECRET)
-        await scheduler.start(rt, watch=False)
-        runner = await start_http(app, "127.0.0.1", 0)
-        host, port = runner.addresses[0][:2]
-        session = aiohttp.ClientSession()
-        made.append((fs, cm, app, scheduler, runner, session, client))
-        return SlackBotUnderTest(fs, rt, client, f"http://{host}:{port}", session, scheduler), cluster
+        b = await bots.start(fs, cluster)
+        return b, cluster
 
     yield start
-    for fs, cm, app, scheduler, runner, session, client in made:
-        await state_of(app).drain(5)
-        await scheduler.shutdown()
-        await session.close()
-        await runner.cleanup()
-        if client.session is not None:
-            await client.session.close()
-        await cm.__aexit__(None, None, None)
-        await fs.stop()
+    await bots.close()
 
 
 def everything(fs: OutageSlack) -> str:

@@ -11,20 +11,21 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import pytest
-from conftest import SIGNING_SECRET, HttpApp, all_text
-from slack_sdk.web.async_client import AsyncWebClient
-from test_restart_slack import ALICE, ASKED_AT, NOTIFY, OPS, OutageSlack, SlackBotUnderTest, cluster_for_slack, until
+from conftest import HttpApp, all_text
+from test_restart_slack import (
+    ALICE,
+    ASKED_AT,
+    NOTIFY,
+    OPS,
+    OutageSlack,
+    SlackBots,
+    SlackBotUnderTest,
+    cluster_for_slack,
+    until,
+)
 from test_slack_home import home_opened, published
 
-from bot.app import runtime
-from bot.scheduler import BotScheduler
-from bot.slack.app import build_app, state_of
-from bot.slack.client import retry_handlers
-from bot.slack.runtime import slack_runtime
-from bot.slack.serve import start_http
-from config.models import SlackSettings
 from handlers.context import Asker
 from handlers.follow import reset_pacing
 from handlers.health_watch import watch
@@ -61,37 +62,17 @@ async def looks(b: Any, n: int) -> None:
 @pytest.fixture
 async def health_bot(make_cluster: Any) -> AsyncIterator[Any]:
     """The Bolt app over HTTP against a fake Slack, on the Kimi node behind real sshd (no scheduled watcher)."""
-    made: list[Any] = []
+    bots = SlackBots()
 
     async def start(fs: OutageSlack) -> SlackBotUnderTest:
         reset_pacing()
         cluster = await cluster_for_slack(make_cluster)
-        await fs.start()
-        client = AsyncWebClient(token="xoxb-test-token", base_url=fs.api_url, retry_handlers=retry_handlers())
-        cm = runtime(cluster.config)
-        core = await cm.__aenter__()
-        scheduler = BotScheduler()
-        rt = slack_runtime(core, client, jobs=scheduler)
-        app = build_app(rt, SlackSettings(), signing_secret=SIGNING_SECRET)
-        await scheduler.start(rt, watch=False)
-        runner = await start_http(app, "127.0.0.1", 0)
-        host, port = runner.addresses[0][:2]
-        session = aiohttp.ClientSession()
-        made.append((fs, cm, app, scheduler, runner, session, client))
-        b = SlackBotUnderTest(fs, rt, client, f"http://{host}:{port}", session, scheduler)
+        b = await bots.start(fs, cluster)
         b.node = cluster.sims["gpu-a"]  # type: ignore[attr-defined]
         return b
 
     yield start
-    for fs, cm, app, scheduler, runner, session, client in made:
-        await state_of(app).drain(5)
-        await scheduler.shutdown()
-        await session.close()
-        await runner.cleanup()
-        if client.session is not None:
-            await client.session.close()
-        await cm.__aexit__(None, None, None)
-        await fs.stop()
+    await bots.close()
 
 
 async def test_unhealthy_once_through_a_slack_outage_then_healthy_once(health_bot: Any) -> None:

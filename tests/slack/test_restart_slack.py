@@ -108,15 +108,18 @@ async def cluster_for_slack(make_cluster: MakeCluster) -> SimCluster:
     return cluster
 
 
-@pytest.fixture
-async def slack_bot(make_cluster: MakeCluster) -> AsyncIterator[Any]:
-    import aiohttp
+class SlackBots:
+    """Serving bots started for a test (the Bolt app over HTTP, the frozen Slack runtime, the scheduler without
+    watchers) against a fake Slack, all stopped by :meth:`close`."""
 
-    made: list[Any] = []
+    def __init__(self) -> None:
+        self.made: list[Any] = []
 
-    async def start(fs: OutageSlack) -> SlackBotUnderTest:
-        reset_pacing()
-        cluster = await cluster_for_slack(make_cluster)
+    async def start(self, fs: OutageSlack, cluster: SimCluster) -> SlackBotUnderTest:
+        """A bot on ``cluster``'s config, posting to ``fs``."""
+        import aiohttp
+
+        made = self.made
         await fs.start()
         client = AsyncWebClient(token="xoxb-test-token", base_url=fs.api_url, retry_handlers=retry_handlers())
         cm = runtime(cluster.config)
@@ -131,16 +134,30 @@ async def slack_bot(make_cluster: MakeCluster) -> AsyncIterator[Any]:
         made.append((fs, cm, app, scheduler, runner, session, client))
         return SlackBotUnderTest(fs, rt, client, f"http://{host}:{port}", session, scheduler)
 
+    async def close(self) -> None:
+        """Stop every bot started, in the order they were started."""
+        made = self.made
+        for fs, cm, app, scheduler, runner, session, client in made:
+            await state_of(app).drain(5)
+            await scheduler.shutdown()
+            await session.close()
+            await runner.cleanup()
+            if client.session is not None:
+                await client.session.close()
+            await cm.__aexit__(None, None, None)
+            await fs.stop()
+
+
+@pytest.fixture
+async def slack_bot(make_cluster: MakeCluster) -> AsyncIterator[Any]:
+    bots = SlackBots()
+
+    async def start(fs: OutageSlack) -> SlackBotUnderTest:
+        reset_pacing()
+        return await bots.start(fs, await cluster_for_slack(make_cluster))
+
     yield start
-    for fs, cm, app, scheduler, runner, session, client in made:
-        await state_of(app).drain(5)
-        await scheduler.shutdown()
-        await session.close()
-        await runner.cleanup()
-        if client.session is not None:
-            await client.session.close()
-        await cm.__aexit__(None, None, None)
-        await fs.stop()
+    await bots.close()
 
 
 async def confirmation(b: SlackBotUnderTest) -> tuple[str, str]:

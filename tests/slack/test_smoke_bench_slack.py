@@ -17,17 +17,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SIGNING_SECRET
-from slack_sdk.web.async_client import AsyncWebClient
-from test_restart_slack import ALICE, ASKED_AT, BOB, EVE, NOTIFY, OPS, SRE, OutageSlack, SlackBotUnderTest, until
+from test_restart_slack import (
+    ALICE,
+    ASKED_AT,
+    BOB,
+    EVE,
+    NOTIFY,
+    OPS,
+    SRE,
+    OutageSlack,
+    SlackBots,
+    SlackBotUnderTest,
+    until,
+)
 
-from bot.app import runtime
-from bot.scheduler import BotScheduler
-from bot.slack.app import build_app, state_of
-from bot.slack.client import retry_handlers
-from bot.slack.runtime import slack_runtime
-from bot.slack.serve import start_http
-from config.models import BotConfig, SlackSettings
+from config.models import BotConfig
 from handlers.follow import reset_pacing
 from services.sim.scenarios import KIMI_API_KEY, KIMI_UNIT, kimi_node
 from tests.conftest import MakeCluster
@@ -47,9 +51,7 @@ def own(bench_dir: Path) -> None:
 
 @pytest.fixture
 async def issue14_bot(make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    import aiohttp
-
-    made: list[Any] = []
+    bots = SlackBots()
 
     async def start(fs: OutageSlack) -> SlackBotUnderTest:
         reset_pacing()
@@ -67,30 +69,11 @@ async def issue14_bot(make_cluster: MakeCluster, monkeypatch: pytest.MonkeyPatch
         data["services"][0]["bench_dir"] = str(bench_dir)
         cluster.config = BotConfig.model_validate(data)
         await cluster.sims["gpu-a"].wait_for(KIMI_UNIT, "ready", 45)
-        await fs.start()
-        client = AsyncWebClient(token="xoxb-test-token", base_url=fs.api_url, retry_handlers=retry_handlers())
-        cm = runtime(cluster.config)
-        core = await cm.__aenter__()
-        scheduler = BotScheduler()
-        rt = slack_runtime(core, client, jobs=scheduler)
-        app = build_app(rt, SlackSettings(), signing_secret=SIGNING_SECRET)
-        await scheduler.start(rt, watch=False)
-        runner = await start_http(app, "127.0.0.1", 0)
-        host, port = runner.addresses[0][:2]
-        session = aiohttp.ClientSession()
-        made.append((fs, cm, app, scheduler, runner, session, client))
-        return SlackBotUnderTest(fs, rt, client, f"http://{host}:{port}", session, scheduler)
+        b = await bots.start(fs, cluster)
+        return b
 
     yield start
-    for fs, cm, app, scheduler, runner, session, client in made:
-        await state_of(app).drain(5)
-        await scheduler.shutdown()
-        await session.close()
-        await runner.cleanup()
-        if client.session is not None:
-            await client.session.close()
-        await cm.__aexit__(None, None, None)
-        await fs.stop()
+    await bots.close()
 
 
 async def confirmation_of(b: SlackBotUnderTest, prefix: str, thread: str) -> tuple[str, str]:
