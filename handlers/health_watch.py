@@ -98,6 +98,8 @@ async def _check(ctx: Context, store: StateStore, service: Service, st: ServiceS
         memo = HealthMemo(invocation=st.invocation_id, stop_checked=memo.stop_checked,
                           stop_error=memo.stop_error, stop_place=memo.stop_place)
     memo.main_pid, memo.active_state = st.main_pid, active
+    if not memo.ready_seen and _bad_now(st, active) and await _ready_on_record(store, service, st):
+        memo.ready_seen = True  # the follow saw this start ready between two of the watcher's looks
     sample = _sample(st) if st.state == "ready" else (None, 0, 0)
     # A healthy look only moves counters: the lock is read (one database trip) only when this look could
     # post, record or silence something, which a restart by the bot must never cause.
@@ -219,9 +221,23 @@ async def _logs(ctx: Context, service: Service, options: ProbeOptions) -> Servic
 
 def _failing(st: ServiceState, memo: HealthMemo, active: str) -> bool:
     """Ready earlier in this start, main process alive, and /health not 200 now."""
-    if not memo.ready_seen or active != "active" or not st.main_pid:
+    return memo.ready_seen and _bad_now(st, active)
+
+
+def _bad_now(st: ServiceState, active: str) -> bool:
+    """Main process alive and /health not 200 now (before its first ready, that is a load going on)."""
+    if active != "active" or not st.main_pid:
         return False
     return st.state == "unhealthy" or (st.state == "loading" and bool(st.reason) and " on http" in (st.reason or ""))
+
+
+async def _ready_on_record(store: StateStore, service: Service, st: ServiceState) -> bool:
+    """The load of this very start was followed to ready (a watcher's look may have fallen between its ready
+    moment and a failure right after it: ``[watch] interval`` is long, a server can fail within it)."""
+    if not st.invocation_id:
+        return False
+    last = await store.loads.last(service.name, service.node)
+    return last is not None and last.outcome == "ready" and last.invocation_id == st.invocation_id
 
 
 async def _health(ctx: Context, store: StateStore, service: Service, st: ServiceState, memo: HealthMemo, active: str,

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from bot import jobs
+from handlers.watcher import WATCH_PROBE
 from services.mentions import plain
 from services.sim.scenarios import KIMI_UNIT
 from tests.conftest import MakeCluster, SimCluster
@@ -239,3 +241,35 @@ async def test_a_restart_by_the_bot_seen_only_afterwards_is_not_news(make_cluste
         texts = b.notifier.texts(NOTIFY)
         assert [t for t in texts if "is ready" in t] and not [t for t in texts if "not by inferbot" in t or
                                                              "failed" in t], texts
+
+
+async def _probed_state(b: Bot) -> str:
+    """kimi's state as one probe (not the watcher's look) sees it now."""
+    ctx = b.ctx()
+    _report, states, _raw = await ctx.cluster.probe_node(ctx.config.node("gpu-a"), ctx.config.services_on("gpu-a"),
+                                                         WATCH_PROBE, keep_raw=False)
+    return states[0].state
+
+
+async def test_unhealthy_right_after_a_ready_no_look_of_the_watcher_saw(make_cluster: MakeCluster) -> None:
+    """The watcher looks every ``[watch] interval``; a server that fails between its ready (the follow saw it) and
+    the watcher's next look was still ready in this start: its 503s are an unhealthy server, not a load."""
+    cluster = await kimi_cluster(make_cluster, access_=access(cooldown="0s"),
+                                 watch={"unhealthy_polls": 2, "interval": "1h", "safety_interval": "1h", "push": False})
+    sim = cluster.sims["gpu-a"]
+    async with bot(cluster.config, watch=True) as b:
+        await _seen_ready(b)  # the watcher's one look (at start), at the start before the restart
+        rid = await request(b)
+        assert (await b.click("restart_confirm", rid)).executed
+        await until(ready_in_both(b), 45, "the ready notices")
+        sim.set_live(KIMI_UNIT, health_status=503)
+        deadline = time.monotonic() + 10
+        while await _probed_state(b) != "unhealthy":
+            assert time.monotonic() < deadline, "the fake vLLM never answered 503"
+            await asyncio.sleep(0.1)
+        live = jobs.current()
+        assert live is not None
+        for _ in range(3):  # the watcher's next looks, as its job (or a journal line) asks them
+            await live.looks.watch("gpu-a")
+        warn = notices(b, "is unhealthy", NOTIFY)
+        assert len(warn) == 1 and warn[0].startswith("⚠️ kimi on gpu-a is unhealthy — /health answered 503"), warn
