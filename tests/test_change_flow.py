@@ -17,8 +17,12 @@ from typing import Any
 
 import pytest
 
+from bot import jobs
 from bot.render_text import render_text
 from config.models import BotConfig
+from handlers.change.kind import CHANGE
+from handlers.confirmable.flow import run_confirmed
+from handlers.confirmable.kind import Confirmed
 from handlers.reply import Reply
 from services.mentions import plain
 from services.sim.node import SimNode
@@ -306,6 +310,29 @@ async def test_a_bot_stopped_mid_change_is_finished_by_the_next_once(make_cluste
         assert req is not None and req.state == "done"
         verified = [e for e in await store.audit.recent("kimi", limit=100) if e.event == "change.verified"]
         assert len(verified) == 1
+
+
+async def test_a_settle_between_the_confirmation_and_the_claim_carries_the_change_on(make_cluster: MakeCluster) -> None:
+    """The leader settles every confirmed request it has no job for (its process may have stopped): one it settles
+    while the confirming process is still claiming it must not put the change's next tick off until the change
+    would have been given up (it would sit applied, never verified or kept)."""
+    cluster = await change_cluster(make_cluster)
+    async with bot(cluster.config) as b:
+        reply = await ask_change(b, "set max-num-seqs 64 on kimi")
+        rid = str(reply.data["request_id"])
+        store = b.rt.store
+        assert store is not None
+        ctx = b.ctx(BOB, OPS, None)
+        at = ctx.now()
+        assert await store.requests.transition(rid, {"pending"}, "confirmed", BOB, at)  # the click's first half
+        await asyncio.create_task(jobs.settle_request_job(rid))  # the leader's settle, right then (a job step)
+        req = await store.requests.get(rid)
+        service = cluster.config.service("kimi", "gpu-a")
+        assert req is not None and service is not None
+        out = await run_confirmed(Confirmed(ctx, CHANGE, req, service, BOB, at))  # the click's second half
+        assert out.executed
+        await until(lambda: bool(notices(b, KEPT.format(n=1), NOTIFY)), 60, "kept")
+        assert flag(argv_of(cluster.sims["gpu-a"]), "--max-num-seqs") == "64"
 
 
 async def test_rollback_off_and_a_write_the_node_refuses(make_cluster: MakeCluster) -> None:

@@ -41,6 +41,8 @@ from services.store.records import ConfirmableRequest
 
 NEVER_STARTED_S = 600.0
 """A confirmed change whose process stopped before it was applied fails after this long."""
+CLAIMING_S = 30.0
+"""How long after its confirmation a change may still be in its confirming process's claim (store work only)."""
 _TERMINAL = {"change": "refused: from the terminal, use `inferbot change {service} --set NAME=VALUE` (also --unset "
                        "NAME, --env NAME=VALUE, --unset-env NAME; it asks you to type the name back)",
              "revert": "refused: from the terminal, use `inferbot revert {service}` (it asks you to type the name "
@@ -115,14 +117,26 @@ class ChangeKind:
         """One tick of the change's state machine; ended once it is decided and its notices are out."""
         store = require_store(ctx)
         ch = await store.changes.get(req.id)
-        if ch is None or ch.state in ("proposed", "refused"):
+        if ch is None or ch.state == "refused":
             return Interrupted(NEVER_STARTED_S, "the change never started: the bot stopped before applying it")
-        if req.state == "confirmed":  # its process stopped between the claim and the run
+        if req.state == "confirmed":
+            if ctx.now() < (req.state_at or req.created_at) + timedelta(seconds=CLAIMING_S):
+                # The confirming process may be claiming it right now (a tick here would take the run from it);
+                # once it has, the change needs this job's ticks: look again soon, not at a grace's end.
+                return _next_tick(ctx)
+            if ch.state == "proposed":
+                return Interrupted(NEVER_STARTED_S, "the change never started: the bot stopped before applying it")
+            # Its process stopped between the claim and the run.
             await store.requests.transition(req.id, {"confirmed"}, "running", None, ctx.now())
         tick = await machine.advance(ctx, req.id, notifier)
         if tick.decided and tick.notices_done:
             return Ended(ok=tick.ok)
-        return Later(ctx.now() + timedelta(seconds=min(ctx.config.watch.poll, 30.0)))
+        return _next_tick(ctx)
+
+
+def _next_tick(ctx: Context) -> Later:
+    """The next tick of a running change: every ``[watch] poll`` (at most 30 s)."""
+    return Later(ctx.now() + timedelta(seconds=min(ctx.config.watch.poll, 30.0)))
 
 
 async def _restart_refusal(ctx: Context, service: Service, force: bool) -> str | None:
