@@ -53,6 +53,7 @@ class Live:
     push: SafetyNet | None = None  # the leader's journal streams, when they run
     looks: Looks = field(init=False)  # every look at a load or a node, scheduled or pushed: one at a time each
     changing: tuple[float, frozenset[str]] = (0.0, frozenset())  # nodes in a settings change, and when read
+    settling: set[str] = field(default_factory=set)  # requests whose settle step runs right now
 
     def __post_init__(self) -> None:
         self.looks = Looks(lambda: _context(self), self.notifier)
@@ -173,7 +174,11 @@ async def settle_request_job(request_id: str) -> None:
     live = _leading()
     if live is None:
         return
-    again = await settle_request(_context(live), request_id, live.notifier)
+    live.settling.add(request_id)
+    try:
+        again = await settle_request(_context(live), request_id, live.notifier)
+    finally:
+        live.settling.discard(request_id)
     if again is not None and live.scheduler is not None:
         live.scheduler.settle(again.kind, request_id, again.at)
 

@@ -231,11 +231,17 @@ class BotScheduler:
         for req in await store.requests.unfinished():
             if req.state == "pending" and self._aps.get_job(f"expire:{req.id}") is None:
                 self.expire(req.id, req.expires_at)
-            elif req.state in ("confirmed", "running") and self._aps.get_job(f"{req.kind}:{req.id}") is None:
+            elif (req.state in ("confirmed", "running") and self._aps.get_job(f"{req.kind}:{req.id}") is None
+                  and not self._settling(req.id)):
                 self.settle(req.kind, req.id, datetime.now(UTC))  # its process may have stopped
         if added:
             log.info("reconciled loads in flight: %s", ", ".join(added))
         return added
+
+    def _settling(self, request_id: str) -> bool:
+        """Its settle step runs right now (APScheduler removed the date job when it started it): it schedules the
+        next one itself, and one added meanwhile would only be skipped as a second instance."""
+        return self._run is not None and request_id in self._run.settling
 
     def add_watches(self) -> None:
         """One unplanned-restart watcher per node that runs configured services."""

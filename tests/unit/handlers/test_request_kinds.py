@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class Drill:
     released: list[str] = field(default_factory=list)
     found: dict[str, Settling] = field(default_factory=dict)
     refuse_claim: str | None = None
+    settling: list[str] = field(default_factory=list)  # the settle steps that started
+    gate: asyncio.Event | None = None  # when set up: a settle step waits for it
 
     async def prepare(self, ctx: Context, asked: Asked) -> Preview | str:
         return Preview(sections=[Section(kind="text", text=f"drill {asked.service.name}")], data={"drill": True},
@@ -85,6 +88,9 @@ class Drill:
         self.released.append(req.id)
 
     async def settle(self, ctx: Context, req: ConfirmableRequest, notifier: Notifier | None) -> Settling:
+        self.settling.append(req.id)
+        if self.gate is not None:
+            await self.gate.wait()
         return self.found.get(req.id)
 
 
@@ -297,3 +303,24 @@ def test_each_kind_has_its_own_name_prefix_and_a_stored_name() -> None:
     reserved.name, reserved.prefix = "follow", "f-"
     with pytest.raises(ValueError, match="names jobs of the scheduler"):  # a settle job's id would be follow:<id>
         kinds.register(reserved)
+
+
+async def test_a_settle_step_in_flight_is_not_scheduled_a_second_time(drill: Drill, tmp_path: Path,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """While a settle step runs, its date job is gone from the store (APScheduler removed it when it started it):
+    the leader's reconcile must not take that for a request nobody settles and add one more, which APScheduler
+    would skip as a second instance (a warning each time) while the step schedules its next one itself."""
+    cfg = config(tmp_path)
+    await _left_by_a_stopped_bot(cfg, {"d-slow": "running"})
+    drill.gate = asyncio.Event()
+    drill.found = {"d-slow": Later(datetime.now(UTC) + timedelta(hours=1))}
+    async with bot(cfg) as b:
+        await until(lambda: drill.settling == ["d-slow"], 10, "the leader's settle step")
+        with caplog.at_level(logging.WARNING, logger="apscheduler"):
+            await b.scheduler.reconcile()
+            await asyncio.sleep(0.5)
+        assert "drill:d-slow" not in b.scheduler.job_ids() and drill.settling == ["d-slow"]
+        assert not [r for r in caplog.records if "maximum number of running instances" in r.getMessage()]
+        drill.gate.set()
+        await until(lambda: "drill:d-slow" in b.scheduler.job_ids(), 10, "the next settle, scheduled by the step")
+        assert drill.settling == ["d-slow"]
