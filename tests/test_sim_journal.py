@@ -94,3 +94,28 @@ async def test_follow_reads_on_across_rotations_and_ends_when_its_reader_does(si
     transport = p._transport  # type: ignore[attr-defined]
     transport.get_pipe_transport(1).close()  # the reader goes away
     assert await asyncio.wait_for(p.wait(), 5) == 0
+
+
+async def test_a_follower_reads_on_across_an_empty_archive_and_a_rotation_before_it_opened_the_new_file(
+        sim: SimNode) -> None:
+    """Two rotations with no line between leave an empty archive named like the file after it; and a rotation may
+    come between a follower closing the old file and opening the new one: it still reads every line, once."""
+    sim.log_line(KIMI_UNIT, "step ahead")
+    sim.rotate_journal()
+    sim.rotate_journal()  # an empty archive, named with the first sequence number of the active file
+    p = await asyncio.create_subprocess_exec(
+        str(sim.bin / "journalctl"), "--follow", "-o", "json", "--lines=1", f"--unit={KIMI_UNIT}", "--grep=^step",
+        env={**os.environ, **sim.shell_env()}, stdout=asyncio.subprocess.PIPE)
+    assert p.stdout is not None
+    try:
+        ahead = json.loads(await asyncio.wait_for(p.stdout.readline(), 10))  # it follows from here on
+        assert ahead["MESSAGE"] == "step ahead"
+        for i in range(4):
+            sim.log_line(KIMI_UNIT, f"step {i}")
+            sim.rotate_journal()
+            sim.rotate_journal()
+        got = [json.loads(await asyncio.wait_for(p.stdout.readline(), 10)) for _ in range(4)]
+        assert [e["MESSAGE"] for e in got] == [f"step {i}" for i in range(4)]
+    finally:
+        p.kill()
+        await p.wait()
