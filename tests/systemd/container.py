@@ -137,8 +137,11 @@ class Container:
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside the container (all its namespaces) as root."""
-        return subprocess.run(["nsenter", "-t", str(self.leader), "-a", "--", *argv], capture_output=True,
-                              text=True, check=check, timeout=timeout)
+        r = subprocess.run(["nsenter", "-t", str(self.leader), "-a", "--", *argv], capture_output=True,
+                           text=True, check=False, timeout=timeout)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} (in the container): exit {r.returncode}\n{r.stdout}{r.stderr}")
+        return r
 
     def known_hosts_line(self) -> str:
         """The ``[127.0.0.1]:port key`` line for the container's sshd."""
@@ -191,6 +194,21 @@ def _overlay(lower: Path, work: Path) -> tuple[Path, list[Path]]:
     return merged, []
 
 
+def _container_init(nspawn_pid: int) -> int:
+    """The container's PID 1 (0 while there is none yet): the child of ``systemd-nspawn`` in a PID namespace of
+    its own. nspawn's first child is an intermediate one that forks it and exits (under load it is still there
+    when we look): entering that one's namespaces fails once it is gone."""
+    kids = subprocess.run(["pgrep", "-P", str(nspawn_pid)], capture_output=True, text=True).stdout.split()
+    ours = os.readlink("/proc/self/ns/pid")
+    for kid in kids:
+        try:
+            if os.readlink(f"/proc/{kid}/ns/pid") != ours:
+                return int(kid)
+        except OSError:  # it has just exited
+            continue
+    return 0
+
+
 @contextlib.contextmanager
 def booted(client_public_key: str, prepare: Callable[[Path], None] | None = None) -> Iterator[Container]:
     """Boot a fresh container; ``prepare(root)`` writes units and files into its root before boot."""
@@ -227,8 +245,7 @@ def booted(client_public_key: str, prepare: Callable[[Path], None] | None = None
         while not leader:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"systemd-nspawn did not boot: {log.read_text(errors='replace')[-3000:]}")
-            kids = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-            leader = int(kids[0]) if kids else 0
+            leader = _container_init(proc.pid)
             time.sleep(0.05)
         container = Container(root=root, ssh_port=port, host_public=host_key.export_public_key().decode().strip(),
                               proc=proc, leader=leader, log=log, build_seconds=build_s, mounts=mounts)
