@@ -137,3 +137,12 @@ async def make_cluster(client_key: ClientKey, ssh_user: str) -> AsyncIterator[Ma
 def service(cluster: SimCluster, name: str) -> Service:
     """The configured service called ``name``."""
     return next(s for s in cluster.config.services if s.name == name)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``), the real-systemd tier runs on one worker: its booted container
+    and the cached root file system are one per run."""
+    systemd = Path(__file__).parent / "systemd"
+    for item in items:
+        if systemd in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.xdist_group("systemd"))

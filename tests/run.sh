@@ -43,4 +43,11 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/ruff check .
 .venv/bin/mypy
-.venv/bin/pytest -q -p no:cacheprovider "$@"
+# Most of the suite's time is spent waiting (loads, leases, timeouts), not computing: it runs on several workers
+# (INFERBOT_TEST_WORKERS, 3 by default; 0 runs it in this process), the real-systemd tier on one of them.
+workers=${INFERBOT_TEST_WORKERS:-3}
+if [ "$workers" = 0 ]; then
+  .venv/bin/pytest -q -p no:cacheprovider "$@"
+else
+  .venv/bin/pytest -q -p no:cacheprovider -n "$workers" --dist loadgroup "$@"
+fi

@@ -57,6 +57,15 @@ def _outside_ephemeral() -> range:
     return range(10_000, low) if low - 10_000 >= 1_000 else range(high + 1, 65_536)
 
 
+def _worker_share(span: range) -> range:
+    """This pytest-xdist worker's own ports of ``span`` (every n-th): two workers never pick the same port, even
+    between one's check and its server's bind (the simulated vLLM binds with SO_REUSEPORT, as vLLM does)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not worker.startswith("gw") or not count.isdigit() or int(count) < 2:
+        return span
+    return span[int(worker.removeprefix("gw")) % int(count)::int(count)]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free a moment ago, outside the kernel's ephemeral range, and never the same twice here.
 
@@ -65,7 +74,7 @@ def free_port(host: str = "127.0.0.1") -> int:
     it, and a simulated vLLM that cannot bind its port fails its unit, as a real one would (seen once in a
     full run). A port picked outside that range can only be taken by another listener.
     """
-    span = _outside_ephemeral()
+    span = _worker_share(_outside_ephemeral())
     for _ in range(500):
         port = random.choice(span)
         if (host, port) in _handed_out:
