@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from rapidfuzz import fuzz, process
 
 from services.models import FlagValue
 
@@ -168,6 +167,8 @@ def suggest(table: VersionTable, name: str, limit: int = 2) -> tuple[str, ...]:
     prefixed = [n for n in table.flags if n.startswith(name)] if len(name) >= 4 else []
     if len(prefixed) == 1:
         return (prefixed[0],)
+    from rapidfuzz import fuzz, process  # only a flag name that names nothing pays for the import (~3 MB RSS)
+
     found = process.extract(name, list(table.flags), scorer=fuzz.ratio, limit=limit, score_cutoff=80)
     return tuple(n for n, _score, _ in found)
 
