@@ -144,5 +144,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     and the cached root file system are one per run."""
     systemd = Path(__file__).parent / "systemd"
     for item in items:
-        if systemd in Path(str(item.path)).parents:
+        if systemd in item.path.parents:
             item.add_marker(pytest.mark.xdist_group("systemd"))

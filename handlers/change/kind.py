@@ -41,6 +41,8 @@ from services.store.records import ConfirmableRequest
 
 NEVER_STARTED_S = 600.0
 """A confirmed change whose process stopped before it was applied fails after this long."""
+NEVER_STARTED = Interrupted(NEVER_STARTED_S, "the change never started: the bot stopped before applying it")
+"""What a settle finds of a change whose confirming process stopped before it was applied (or was refused)."""
 CLAIMING_S = 30.0
 """How long after its confirmation a change may still be in its confirming process's claim (store work only)."""
 _TERMINAL = {"change": "refused: from the terminal, use `inferbot change {service} --set NAME=VALUE` (also --unset "
@@ -118,14 +120,14 @@ class ChangeKind:
         store = require_store(ctx)
         ch = await store.changes.get(req.id)
         if ch is None or ch.state == "refused":
-            return Interrupted(NEVER_STARTED_S, "the change never started: the bot stopped before applying it")
+            return NEVER_STARTED
         if req.state == "confirmed":
             if ctx.now() < (req.state_at or req.created_at) + timedelta(seconds=CLAIMING_S):
                 # The confirming process may be claiming it right now (a tick here would take the run from it);
                 # once it has, the change needs this job's ticks: look again soon, not at a grace's end.
                 return _next_tick(ctx)
             if ch.state == "proposed":
-                return Interrupted(NEVER_STARTED_S, "the change never started: the bot stopped before applying it")
+                return NEVER_STARTED
             # Its process stopped between the claim and the run.
             await store.requests.transition(req.id, {"confirmed"}, "running", None, ctx.now())
         tick = await machine.advance(ctx, req.id, notifier)
