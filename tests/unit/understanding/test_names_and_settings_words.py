@@ -7,27 +7,9 @@ import pytest
 
 from bot.understanding import lexicon, settings_words, values
 from bot.understanding.markup import read
-from bot.understanding.names import NameIndex, service_aliases
+from bot.understanding.names import NameIndex
 from bot.understanding.text import words
-from config.loader import parse_config
-
-CFG = parse_config("""
-[[nodes]]
-name = "gpu-a"
-host = "h1"
-[[nodes]]
-name = "gpu-b"
-host = "h2"
-[[services]]
-name = "kimi"
-node = "gpu-a"
-unit = "vllm-kimi-k25-int4.service"
-[[services]]
-name = "qwen"
-node = "gpu-b"
-unit = "vllm-qwen3.service"
-""")
-SERVED = {("kimi", "gpu-a"): ["kimi-k2.5", "/shared/kimi-k2.5-int4"], ("qwen", "gpu-b"): ["Qwen/Qwen3-32B"]}
+from tests.unit.understanding.pattern_cases import ALIASES, CFG
 
 
 @pytest.mark.parametrize(("word", "service", "how"), [
@@ -37,14 +19,14 @@ SERVED = {("kimi", "gpu-a"): ["kimi-k2.5", "/shared/kimi-k2.5-int4"], ("qwen", "
     ("kimmi", "kimi", "typo"), ("qwne", "qwen", "typo"),
 ])
 def test_names(word: str, service: str, how: str) -> None:
-    index = NameIndex.build(CFG, service_aliases(CFG, SERVED))
+    index = NameIndex.build(CFG, ALIASES)
     found = index.find(word)
     assert found is not None and {s.name for s in found.services} == {service} and found.how == how
 
 
 @pytest.mark.parametrize("word", ["gpu-c", "qwen2", "qwen9", "kimi2", "qwer", "llama", "time"])
 def test_other_names_are_not_typos(word: str) -> None:
-    assert NameIndex.build(CFG, service_aliases(CFG, SERVED)).find(word) is None
+    assert NameIndex.build(CFG, ALIASES).find(word) is None
 
 
 @pytest.mark.parametrize(("text", "kind", "name", "value"), [

@@ -25,7 +25,6 @@ def test_compound_restart_verbs_are_orders(text: str, service: str, force: bool)
     assert outcome(text)[3].get("force", False) is force
 
 
-
 @pytest.mark.parametrize(("text", "services"), [
     ("restart kimi, or is that overkill?", ["kimi"]), ("restart qwen. is that ok?", ["qwen"]),
     ("restart kimi unless someone objects", ["kimi"]), ("bounce qwen, good idea?", ["qwen"]),
@@ -39,7 +38,6 @@ def test_doubt_time_and_someone_else_never_leave_an_order(text: str, services: l
     assert not order and intent == "restarts" and got == services, text
 
 
-
 @pytest.mark.parametrize(("text", "service"), [
     ("tu peux redémarrer kimi ?", "kimi"), ("pouvez-vous redémarrer qwen", "qwen"),
     ("kannst du kimi neu starten?", "kimi"), ("¿puedes reiniciar qwen?", "qwen"), ("请重启 kimi", "kimi"),
@@ -47,7 +45,6 @@ def test_doubt_time_and_someone_else_never_leave_an_order(text: str, services: l
 ])
 def test_polite_requests_in_other_languages_are_orders(text: str, service: str) -> None:
     expect(text, "restart", [service], order=True)
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services", "order"), [
@@ -60,12 +57,10 @@ def test_a_verb_several_orders_share_is_the_order_its_object_names(text: str, in
     expect(text, intent, services, order=order)
 
 
-
 def test_a_question_about_doing_an_order_is_understood_as_it_and_starts_nothing() -> None:
     for text in ("should we bench kimi again", "what if we silenced qwen for the migration"):
         intent, _, order, _ = outcome(text)
         assert intent in ("bench", "silence") and not order, text
-
 
 
 @pytest.mark.parametrize(("text", "services"), [
@@ -79,7 +74,6 @@ def test_a_condition_or_an_alternative_after_an_order_is_context(text: str, serv
     assert (intent, got, order) == ("restarts", services, False), text
 
 
-
 @pytest.mark.parametrize(("text", "intent", "services", "order"), [
     ("remove the silence on kimi", "unsilence", ["kimi"], True), ("cancel qwen's mute", "unsilence", ["qwen"], True),
     ("<@U0BOT> drop the snooze on kimi", "unsilence", ["kimi"], True),
@@ -91,7 +85,6 @@ def test_a_verb_that_undoes_with_the_silence_as_its_object_is_the_unsilence(text
     expect(text, intent, services, order)
 
 
-
 @pytest.mark.parametrize(("text", "intent"), [
     ("can we unlock kimi?", "unlock"), ("could we bench qwen this afternoon", "bench"),
     ("may i unsilence kimi", "unsilence"),
@@ -99,7 +92,6 @@ def test_a_verb_that_undoes_with_the_silence_as_its_object_is_the_unsilence(text
 def test_can_we_asks_about_doing_an_order_and_starts_nothing(text: str, intent: str) -> None:
     got, _, order, _ = outcome(text)
     assert (got, order) == (intent, False), text
-
 
 
 def test_do_it_after_an_order_said_as_a_noun_asks_back_and_never_confirms() -> None:
@@ -111,14 +103,12 @@ def test_do_it_after_an_order_said_as_a_noun_asks_back_and_never_confirms() -> N
     assert (intent, order, args.get("negated")) == ("restarts", False, True)
 
 
-
 @pytest.mark.parametrize(("text", "intent", "services"), [
     ("ne touche pas à qwen, ne le redémarre pas", "restarts", ["qwen"]),
     ("don't touch kimi and don't restart it", "restarts", ["kimi"]),
 ])
 def test_a_prohibition_is_about_the_order_it_forbids(text: str, intent: str, services: list[str]) -> None:
     expect(text, intent, services, negated=True)
-
 
 
 @pytest.mark.parametrize(("text", "service"), [
@@ -131,11 +121,9 @@ def test_a_restart_in_the_past_in_another_language_is_never_an_order(text: str, 
     assert (intent, services, order) == ("restarts", [service], False), text
 
 
-
 @pytest.mark.parametrize("text", ["reinicia kimi", "redémarre kimi", "请重启 kimi", "kimiを再起動して"])
 def test_the_same_verbs_as_requests_are_still_orders(text: str) -> None:
     expect(text, "restart", ["kimi"], True)
-
 
 
 def test_the_names_in_a_condition_after_an_order_are_not_its_targets() -> None:
@@ -145,14 +133,12 @@ def test_the_names_in_a_condition_after_an_order_are_not_its_targets() -> None:
         assert r.note is not None and f" {service}?" in r.note and "kimi qwen" not in r.note, text
 
 
-
 @pytest.mark.parametrize(("text", "intent"), [
     ("<@U0BOT> bench finished on qwen. what were the numbers?", "throughput"),
     ("<@U0BOT> any ecc errors on gpu-a", "gpus"),
 ])
 def test_a_report_of_an_order_asks_nothing_and_the_question_after_it_decides(text: str, intent: str) -> None:
     assert outcome(text)[0] == intent, text
-
 
 
 @pytest.mark.parametrize(("text", "intent", "order"), [
@@ -165,7 +151,6 @@ def test_a_question_mark_after_the_dots_and_a_rough_time_leave_no_order(text: st
     assert (got, got_order) == (intent, order), text
 
 
-
 def test_one_order_wanted_as_a_noun_is_asked_back_and_its_history_is_not() -> None:
     for text in ("need a restart on qwen please", "kimi could use a bounce, please"):
         r = route(read(text, "terminal"), CFG, ALIASES)
@@ -175,18 +160,15 @@ def test_one_order_wanted_as_a_noun_is_asked_back_and_its_history_is_not() -> No
         assert (r.intent, r.asked) == ("restarts", False), text
 
 
-
 @pytest.mark.parametrize("text", ["restart kimi :thinking_face:", "<@U0BOT> bounce qwen 🤷", "restart kimi... nah",
                                   "restart qwen post-lunch", "restart kimi pre-standup", "bounce qwen during the sync"])
 def test_a_doubting_emoji_a_nah_and_an_event_to_wait_for_leave_no_order(text: str) -> None:
     assert not outcome(text)[2], text
 
 
-
 @pytest.mark.parametrize("text", ["restart kimi l8r", "bounce qwen b4 standup", "restart kimi 2nite"])
 def test_shorthand_for_later_leaves_no_order(text: str) -> None:
     assert not outcome(text)[2], text
-
 
 
 @pytest.mark.parametrize(("text", "services"), [
@@ -197,7 +179,6 @@ def test_keeping_hands_off_a_service_is_a_negated_restart(text: str, services: l
     expect(text, "restarts", services, negated=True)
 
 
-
 @pytest.mark.parametrize("text", ["<@U0BOT> :no_entry: restart kimi", "<@U0BOT> restart qwen :soon:",
                                   "restart kimi ⏳", "<@U0BOT> bounce qwen :x:", "restart kimi 🕝",
                                   "<@U0BOT> ✋ restart qwen"])
@@ -205,12 +186,10 @@ def test_an_emoji_that_says_no_or_later_leaves_no_order(text: str) -> None:
     assert not outcome(text)[2], text
 
 
-
 @pytest.mark.parametrize("text", ["<@U0BOT> kimi's gone again :skull: restart it", "<@U0BOT> restart qwen :pray:",
                                   "<@U0BOT> :rotating_light: restart kimi"])
 def test_an_emoji_between_sentences_parts_them_and_a_plea_is_still_an_order(text: str) -> None:
     assert outcome(text)[2], text
-
 
 
 @pytest.mark.parametrize(("text", "services"), [
@@ -221,10 +200,8 @@ def test_a_statement_then_the_order_with_it_is_the_order(text: str, services: li
     expect(text, "restart", services, order=True)
 
 
-
 def test_two_orders_the_second_with_it_keep_the_first() -> None:
     assert outcome("restart qwen, then bench it")[0] == "restart"
-
 
 
 @pytest.mark.parametrize("text", ["restart qwen, please don't", "bounce kimi, better not",
@@ -235,12 +212,10 @@ def test_a_take_back_after_a_comma_leaves_no_order(text: str) -> None:
     assert not outcome(text)[2], text
 
 
-
 @pytest.mark.parametrize("text", ["restart kimi, not qwen", "qwen is not responding, restart it",
                                   "qwen hung -> restart", "kimi wedged => bounce it"])
 def test_a_negation_elsewhere_and_an_arrow_keep_the_order(text: str) -> None:
     assert outcome(text)[2], text
-
 
 
 @pytest.mark.parametrize("text", ["kimiは再起動しなくていい", "qwenは再起動しなくても大丈夫", "qwenの再起動は必要ない",
@@ -250,11 +225,9 @@ def test_no_need_to_restart_in_japanese_and_chinese_is_a_negation(text: str) -> 
     assert (intent, order, args.get("negated")) == ("restarts", False, True), text
 
 
-
 def test_a_lock_said_to_be_stuck_is_about_the_lock_never_an_order() -> None:
     intent, services, order, _ = outcome("qwen's restart lock is stuck since this morning")
     assert (intent in ("unlock", "restarts"), services, order) == (True, ["qwen"], False)
-
 
 
 @pytest.mark.parametrize("text", ["restart qwen... no, forget it", "bounce kimi. forget that"])
@@ -262,11 +235,9 @@ def test_forget_it_takes_an_order_back(text: str) -> None:
     assert not outcome(text)[2], text
 
 
-
 @pytest.mark.parametrize("text", ["restart qwen please, it's at 0 tok/s", "bounce kimi, it's stuck at 95%"])
 def test_a_measure_after_at_is_no_time(text: str) -> None:
     assert outcome(text)[2], text
-
 
 
 @pytest.mark.parametrize("text", ["restart qwen, assuming it's idle", "bounce kimi provided the eval is over",
@@ -274,7 +245,6 @@ def test_a_measure_after_at_is_no_time(text: str) -> None:
                                   "等会儿重启 kimi", "restart qwen iff it hangs"])
 def test_a_condition_or_a_later_in_other_words_leaves_no_order(text: str) -> None:
     assert not outcome(text)[2], text
-
 
 
 @pytest.mark.parametrize("text", ["restart qwen in the event it hangs again", "bounce kimi should the load stall",
@@ -285,10 +255,8 @@ def test_conditions_deadlines_and_half_meant_orders_leave_no_order(text: str) ->
     assert not outcome(text)[2], text
 
 
-
 def test_a_remark_after_an_order_keeps_it() -> None:
     assert outcome("restart kimi, it should be quick")[2]
-
 
 
 @pytest.mark.parametrize("text", ["worst case, bounce qwen", "in theory, restart kimi", "alternatively, restart qwen",
@@ -297,15 +265,12 @@ def test_a_time_or_a_maybe_before_the_order_leaves_no_order(text: str) -> None:
     assert not outcome(text)[2], text
 
 
-
 def test_a_length_in_the_statement_before_an_order_keeps_it() -> None:
     assert outcome("qwen has been down for an hour, restart it")[2]
 
 
-
 def test_stuck_in_a_loop_before_an_order_is_no_time() -> None:
     assert outcome("qwen is stuck in a loop, restart it")[2]
-
 
 
 @pytest.mark.parametrize(("text", "intent"), [("is it ok to restart qwen now", "restarts"),
@@ -313,7 +278,6 @@ def test_stuck_in_a_loop_before_an_order_is_no_time() -> None:
 def test_ok_to_restart_asks_whether_one_may(text: str, intent: str) -> None:
     intent_got, _, order, _ = outcome(text)
     assert (intent_got, order) == (intent, False), text
-
 
 
 def test_how_long_until_one_may_restart_is_about_restarts() -> None:

@@ -22,7 +22,6 @@ def test_states_and_health_are_the_status(text: str, services: list[str]) -> Non
     expect(text, "status", services)
 
 
-
 @pytest.mark.parametrize(("text", "services"), [
     ("what's the time to first token for qwen", ["qwen"]), ("kimi's inter-token latency", ["kimi"]),
     ("how many tokens per second does qwen generate", ["qwen"]), ("generation throughput kimi", ["kimi"]),
@@ -30,7 +29,6 @@ def test_states_and_health_are_the_status(text: str, services: list[str]) -> Non
 ])
 def test_metrics_by_their_long_names_are_throughput(text: str, services: list[str]) -> None:
     expect(text, "throughput", services)
-
 
 
 @pytest.mark.parametrize(("text", "services"), [
@@ -43,7 +41,6 @@ def test_restart_history_and_what_ifs_are_the_restart_information(text: str, ser
     expect(text, "restarts", services)
 
 
-
 @pytest.mark.parametrize(("text", "services"), [
     ("how do the two boxes differ in nccl env", []), ("how does kimi's config differ from qwen's", ["kimi", "qwen"]),
     ("line up kimi and qwen flags", ["kimi", "qwen"]),
@@ -52,12 +49,10 @@ def test_comparisons(text: str, services: list[str]) -> None:
     expect(text, "compare", services)
 
 
-
 @pytest.mark.parametrize("text", ["what have you done today", "show your recent actions", "history of bot commands",
                                   "<@U0BOT> who used the bot to silence kimi"])
 def test_what_the_bot_itself_did_is_the_audit(text: str) -> None:
     assert outcome(text)[0] == "audit", text
-
 
 
 @pytest.mark.parametrize(("text", "services"), [
@@ -65,7 +60,6 @@ def test_what_the_bot_itself_did_is_the_audit(text: str) -> None:
 ])
 def test_whats_new_since_is_the_changes(text: str, services: list[str]) -> None:
     expect(text, "changes", services)
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services"), [
@@ -78,7 +72,6 @@ def test_whats_new_since_is_the_changes(text: str, services: list[str]) -> None:
 ])
 def test_the_question_decides_and_the_first_question_wins(text: str, intent: str, services: list[str]) -> None:
     expect(text, intent, services)
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services", "args"), [
@@ -94,7 +87,6 @@ def test_more_ways_of_writing(text: str, intent: str, services: list[str], args:
     expect(text, intent, services, **args)
 
 
-
 @pytest.mark.parametrize(("text", "intent", "services"), [
     ("qwen was crashlooping all night, can anyone tell me if it's stable now", "status", ["qwen"]),
     ("<@U0BOT> the 32b restarted twice overnight, is it steady?", "status", ["qwen"]),
@@ -106,7 +98,6 @@ def test_a_state_asked_about_and_a_state_as_context(text: str, intent: str, serv
     expect(text, intent, services)
 
 
-
 @pytest.mark.parametrize(("text", "intent", "services"), [
     ("<@U0BOT> qwen's config for the retro doc", "settings", ["qwen"]),
     ("kimi tok/s for the standup slides", "throughput", ["kimi"]),
@@ -116,12 +107,10 @@ def test_who_the_answer_is_for_is_no_topic(text: str, intent: str, services: lis
     assert not route(read(text, "slack", BOT), CFG, ALIASES).asked, text  # "the docs" is not a second reading
 
 
-
 @pytest.mark.parametrize("text", ["RuntimeError: CUDA error: an illegal memory access was encountered",
                                   "<@U0BOT> torch.OutOfMemoryError tried to allocate 2.00 GiB"])
 def test_a_pasted_error_that_asks_nothing_is_not_placed(text: str) -> None:
     assert outcome(text)[0] == "unclear"
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services"), [
@@ -132,12 +121,10 @@ def test_hows_x_is_the_status_unless_a_thing_of_x_is_named(text: str, intent: st
     expect(text, intent, services)
 
 
-
 def test_a_second_question_after_also_is_offered_with_its_own_node() -> None:
     r = route(read("<@U0BOT> kimi logs, also how's gpu-a's temperature", "slack", BOT), CFG, ALIASES)
     assert (r.intent, r.named_services, r.named_nodes) == ("logs", ["kimi"], [])
     assert r.offers == ["gpus kimi"]
-
 
 
 @pytest.mark.parametrize("text", ["what can you tell me", "<@U0BOT> what do you know", "list your capabilities"])
@@ -145,11 +132,9 @@ def test_what_the_bot_can_do_is_help(text: str) -> None:
     assert outcome(text)[0] == "help"
 
 
-
 @pytest.mark.parametrize("text", ["did qwen print anything odd", "what has kimi logged since the restart"])
 def test_what_a_service_printed_is_its_logs(text: str) -> None:
     assert outcome(text)[0] == "logs", text
-
 
 
 @pytest.mark.parametrize(("text", "intent", "window"), [
@@ -162,13 +147,11 @@ def test_a_measure_over_a_window_is_its_chart(text: str, intent: str, window: in
     assert (r.intent, r.args.window_s) == (intent, window), text
 
 
-
 @pytest.mark.parametrize(("text", "intent"), [("who's using the gpus on gpu-b", "gpus"),
                                               ("who used the bot to silence qwen", "audit"),
                                               ("kimi any errors", "logs")])
 def test_who_is_using_the_gpus_is_not_who_used_the_bot(text: str, intent: str) -> None:
     assert outcome(text)[0] == intent, text
-
 
 
 @pytest.mark.parametrize(("text", "intent"), [
@@ -179,14 +162,12 @@ def test_how_are_we_doing_on_a_thing_is_that_thing(text: str, intent: str) -> No
     assert outcome(text)[0] == intent, text
 
 
-
 @pytest.mark.parametrize(("text", "intent", "services"), [
     ("did the bot touch anything today", "audit", []), ("wie geht's qwen?", "status", ["qwen"]),
 ])
 def test_the_bots_record_and_how_a_service_is_going(text: str, intent: str, services: list[str]) -> None:
     expect(text, intent, services)
     assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services"), [
@@ -196,7 +177,6 @@ def test_the_bots_record_and_how_a_service_is_going(text: str, intent: str, serv
 ])
 def test_an_emoji_that_asks_is_read_as_its_question(text: str, intent: str, services: list[str]) -> None:
     expect(text, intent, services)
-
 
 
 @pytest.mark.parametrize("text", [
@@ -210,10 +190,8 @@ def test_a_pasted_log_line_asks_nothing(text: str) -> None:
     assert not r.matched and not r.asked and r.unknown == [], text
 
 
-
 def test_a_pasted_log_line_then_a_question_answers_the_question() -> None:
     expect("<@U0BOT> ERROR 12-05 04:01:10 [engine.py:160] CUDA out of memory\nqwen logs?", "logs", ["qwen"])
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services"), [
@@ -226,13 +204,11 @@ def test_knobs_cooldowns_and_the_bot_in_the_third_person(text: str, intent: str,
     assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
 
 
-
 @pytest.mark.parametrize(("text", "intent"), [
     ("how do i silence alerts", "help"), ("how do i mute alerts on qwen", "help"), ("is kimi silenced", "status"),
 ])
 def test_how_to_silence_is_help_and_whether_silenced_is_status(text: str, intent: str) -> None:
     assert outcome(text)[0] == intent, text
-
 
 
 @pytest.mark.parametrize(("text", "intent", "services"), [
@@ -243,10 +219,8 @@ def test_a_greeting_beside_weak_words_is_the_message(text: str, intent: str, ser
     expect(text, intent, services)
 
 
-
 def test_an_emoji_leaves_no_mark_in_the_plain_text() -> None:
     assert read("<@U0BOT> kimi :skull: restart it", "slack", BOT).plain.split() == ["kimi", "restart", "it"]
-
 
 
 @pytest.mark.parametrize(("text", "intent"), [
@@ -260,7 +234,6 @@ def test_locks_asked_about_and_how_things_look(text: str, intent: str) -> None:
     assert not order, text
 
 
-
 def test_a_pasted_table_asks_nothing() -> None:
     text = ("<@U0BOT> +-----------------------------------------+\n"
             "| NVIDIA-SMI 550.54.15   Driver Version: 550.54.15   CUDA Version: 12.4 |")
@@ -268,10 +241,8 @@ def test_a_pasted_table_asks_nothing() -> None:
     assert not r.matched and r.unknown == []
 
 
-
 def test_lat_and_tput_are_throughput() -> None:
     assert outcome("lat on kimi?")[0] == "throughput" and outcome("qwen tput")[0] == "throughput"
-
 
 
 @pytest.mark.parametrize(("text", "intent"), [
@@ -280,7 +251,6 @@ def test_lat_and_tput_are_throughput() -> None:
 ])
 def test_questions_about_the_bots_own_features(text: str, intent: str) -> None:
     assert outcome(text)[0] == intent, text
-
 
 
 @pytest.mark.parametrize(("text", "intent", "args"), [
@@ -292,11 +262,9 @@ def test_bench_history_weights_rates_and_err(text: str, intent: str, args: dict[
     assert route(read(text, "terminal"), CFG, ALIASES).unknown == [], text
 
 
-
 @pytest.mark.parametrize(("text", "intent"), [("welcome back bot", "smalltalk"), ("are you a bot?", "help")])
 def test_greetings_and_what_the_bot_is(text: str, intent: str) -> None:
     assert outcome(text)[0] == intent, text
-
 
 
 def test_an_emoji_to_the_bot_by_name_is_small_talk() -> None:

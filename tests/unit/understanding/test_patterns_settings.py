@@ -29,11 +29,9 @@ def test_flags_by_what_they_do_and_values_as_the_flag_takes_them(text: str, serv
     expect(text, "flag", [service], flag=flag, **({"value": value} if value else {}))
 
 
-
 def test_memory_utilization_of_a_node_is_the_gpus() -> None:
     intent, _, _, args = outcome("memory utilization on gpu-b")
     assert intent == "gpus" and not args
-
 
 
 @pytest.mark.parametrize(("text", "services", "env"), [
@@ -46,7 +44,6 @@ def test_environment_questions(text: str, services: list[str], env: str) -> None
     expect(text, "flag", services, env=env)
 
 
-
 @pytest.mark.parametrize(("text", "flag", "value"), [
     ("does kimi load from safetensors", "load-format", "safetensors"),
     ("does qwen quantize with awq", "quantization", "awq"),
@@ -55,11 +52,9 @@ def test_a_setting_named_by_its_value_takes_the_words_of_its_own_name(text: str,
     expect(text, "flag", [text.split()[1]], flag=flag, value=value)
 
 
-
 def test_tool_calling_switched_on_is_the_auto_tool_choice_flag() -> None:
     expect("is tool calling enabled on qwen", "flag", ["qwen"], flag="enable-auto-tool-choice")
     expect("which tool parser does qwen use", "flag", ["qwen"], flag="tool-call-parser")
-
 
 
 @pytest.mark.parametrize(("text", "flag"), [
@@ -72,7 +67,6 @@ def test_flags_by_their_words_in_other_languages(text: str, flag: str) -> None:
     expect(text, "flag", services, flag=flag)
 
 
-
 @pytest.mark.parametrize(("text", "intent"), [
     ("what's the gpu util knob on kimi", "flag"), ("gpu util setting for qwen", "flag"),
     ("gpu util on kimi", "gpus"), ("gpu util on gpu-b", "gpus"),
@@ -81,11 +75,9 @@ def test_the_gpus_utilisation_with_a_word_of_setting_is_the_flag(text: str, inte
     assert outcome(text)[0] == intent, text
 
 
-
 def test_a_setting_named_only_in_a_pasted_log_line_is_not_the_question() -> None:
     text = "<@U0BOT> INFO 12-05 04:40:00 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000\nkimi up?"
     expect(text, "status", ["kimi"])
-
 
 
 def test_something_different_in_a_services_env_is_what_changed() -> None:
@@ -93,16 +85,13 @@ def test_something_different_in_a_services_env_is_what_changed() -> None:
     expect("something different in qwen's flags?", "changes", ["qwen"])
 
 
-
 def test_the_kv_cache_block_is_the_block_size_flag() -> None:
     expect("how big is qwen's kv cache block", "flag", ["qwen"], flag="block-size")
-
 
 
 def test_the_journals_options_after_logs_are_no_vllm_flags() -> None:
     expect("logs qwen --since 2h", "logs", ["qwen"])
     expect("what's qwen's --max-num-seqs", "flag", ["qwen"], flag="max-num-seqs")
-
 
 
 @pytest.mark.parametrize(("text", "intent"), [
@@ -111,7 +100,6 @@ def test_the_journals_options_after_logs_are_no_vllm_flags() -> None:
 ])
 def test_who_changed_a_flag_and_how_a_service_is_launched(text: str, intent: str) -> None:
     assert outcome(text)[0] == intent, text
-
 
 
 def test_the_gpu_util_fraction_reserved_is_the_flag_and_an_eval_is_no_name() -> None:
